@@ -1,0 +1,166 @@
+// ① Tickets in. `send()` runs on the Python thread (one producer at a time: it holds the GIL)
+// and pushes tickets; worker threads pop them. A ticket names up to kTicketEnvs envs; the
+// action (or reset) for each env was staged in the pool's per-env arrays before the push, and
+// the push/pop pair orders those writes before the worker reads them.
+//
+// The queue is Dmitry Vyukov's bounded MPMC ring (one sequence number per cell). Capacity is
+// at least num_envs: every ticket names >= 1 env and an env has at most one ticket in flight,
+// so a push never finds the ring full.
+//
+// Sleeping: a worker that finds the ring empty spins for `spin_ns`, then announces itself in
+// `sleepers_`, re-checks the ring and futex-waits on `epoch_`. The producer pushes, then reads
+// `sleepers_` and bumps `epoch_` + wakes only if someone sleeps. Both sides put a seq_cst fence
+// between their write and their read (Dekker), so either the worker sees the ticket or the
+// producer sees the sleeper: no lost wake-up.
+#pragma once
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <memory>
+
+namespace aiopool {
+
+inline constexpr int kTicketEnvs = 15;
+
+struct Ticket {
+  uint32_t count = 0;
+  uint32_t env_ids[kTicketEnvs];
+};
+static_assert(sizeof(Ticket) == 64, "a ticket is one cache line");
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+inline int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+inline void futex_wait(std::atomic<uint32_t>* addr, uint32_t expected) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), FUTEX_WAIT_PRIVATE, expected, nullptr,
+          nullptr, 0);
+}
+
+inline void futex_wake(std::atomic<uint32_t>* addr, int count) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), FUTEX_WAKE_PRIVATE, count, nullptr,
+          nullptr, 0);
+}
+
+class ActionQueue {
+ public:
+  explicit ActionQueue(std::size_t min_capacity) {
+    std::size_t cap = 2;
+    while (cap < min_capacity) cap <<= 1;
+    mask_ = cap - 1;
+    cells_ = std::make_unique<Cell[]>(cap);
+    for (std::size_t i = 0; i < cap; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
+  }
+
+  // Producer side (one thread at a time). Returns false only if the ring is full, which the
+  // one-ticket-per-env rule makes impossible; the pool treats it as a bug.
+  bool push(const Ticket& t) {
+    std::size_t pos = tail_.load(std::memory_order_relaxed);
+    for (;;) {
+      Cell& c = cells_[pos & mask_];
+      const std::size_t seq = c.seq.load(std::memory_order_acquire);
+      const auto diff = static_cast<std::intptr_t>(seq) - static_cast<std::intptr_t>(pos);
+      if (diff == 0) {
+        if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+          c.ticket = t;
+          c.seq.store(pos + 1, std::memory_order_release);
+          return true;
+        }
+      } else if (diff < 0) {
+        return false;
+      } else {
+        pos = tail_.load(std::memory_order_relaxed);
+      }
+    }
+  }
+
+  // After a burst of pushes: wake up to `n` sleeping workers.
+  void wake(int n) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_relaxed) == 0) return;
+    epoch_.fetch_add(1, std::memory_order_relaxed);
+    futex_wake(&epoch_, n);
+  }
+
+  bool try_pop(Ticket& out) {
+    std::size_t pos = head_.load(std::memory_order_relaxed);
+    for (;;) {
+      Cell& c = cells_[pos & mask_];
+      const std::size_t seq = c.seq.load(std::memory_order_acquire);
+      const auto diff = static_cast<std::intptr_t>(seq) - static_cast<std::intptr_t>(pos + 1);
+      if (diff == 0) {
+        if (head_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+          out = c.ticket;
+          c.seq.store(pos + mask_ + 1, std::memory_order_release);
+          return true;
+        }
+      } else if (diff < 0) {
+        return false;
+      } else {
+        pos = head_.load(std::memory_order_relaxed);
+      }
+    }
+  }
+
+  // Worker side: pop a ticket, spinning up to spin_ns and then sleeping. Returns false once
+  // `stop` is set (checked whenever the ring is empty: queued tickets are still drained first
+  // only if they are already visible, which close() does not rely on).
+  bool pop_wait(Ticket& out, int64_t spin_ns, const std::atomic<bool>& stop) {
+    if (try_pop(out)) return true;
+    const int64_t until = now_ns() + spin_ns;
+    do {
+      for (int i = 0; i < 16; ++i) cpu_relax();
+      if (try_pop(out)) return true;
+      if (stop.load(std::memory_order_relaxed)) return false;
+    } while (now_ns() < until);
+    for (;;) {
+      sleepers_.fetch_add(1, std::memory_order_relaxed);
+      const uint32_t e = epoch_.load(std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      const bool got = try_pop(out);
+      const bool stopping = stop.load(std::memory_order_acquire);
+      if (!got && !stopping) futex_wait(&epoch_, e);
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+      if (got) return true;
+      if (stopping) return false;
+      if (try_pop(out)) return true;
+    }
+  }
+
+  // close(): set `stop` first, then call this so every sleeper wakes and sees it.
+  void wake_all() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    epoch_.fetch_add(1, std::memory_order_relaxed);
+    futex_wake(&epoch_, INT_MAX);
+  }
+
+ private:
+  struct alignas(64) Cell {
+    std::atomic<std::size_t> seq;
+    Ticket ticket;
+  };
+  std::unique_ptr<Cell[]> cells_;
+  std::size_t mask_ = 0;
+  alignas(64) std::atomic<std::size_t> tail_{0};
+  alignas(64) std::atomic<std::size_t> head_{0};
+  alignas(64) std::atomic<uint32_t> epoch_{0};
+  std::atomic<uint32_t> sleepers_{0};
+};
+
+}  // namespace aiopool

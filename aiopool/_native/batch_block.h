@@ -1,0 +1,195 @@
+// ④ Batch blocks: rows claimed in finish order; the last writer publishes.
+//
+// A block holds batch_size rows of every field (obs, reward, ..., family extras) as one array
+// per field, laid out by `Layout`. Workers claim rows with one fetch_add on `next_row_` after an
+// env has stepped, write the row in place, and count it in `rows_done`; the writer that brings
+// the count to batch_size owns the finished block and hands it to the ReadyQueue.
+//
+// Blocks live in a BlockStore shared (shared_ptr) by the pool and by every numpy view handed
+// out: a block returns to the free list only when the last view of it dies, so a batch kept by
+// the user is never overwritten, even after the pool is closed.
+//
+// Ring of slots: row index i belongs to block sequence s = i / batch_size, which lives in slot
+// s % R. A slot is tagged with the sequence it currently serves (`seq`, release on refill,
+// acquire on claim). The last writer of block s refills its slot with a fresh block for s + R.
+// A writer whose slot still serves an older block waits (rare: it needs an earlier block's
+// writer to be descheduled mid-row); every earlier row is already claimed by a running writer,
+// so the wait always ends.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "action_queue.h"
+#include "env.h"
+
+namespace aiopool {
+
+struct FieldLayout {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;  // per row
+  std::size_t row_bytes;
+  std::size_t offset;  // of row 0 in the block
+};
+
+// Index of each field the runner fills, by name; env extras follow in spec order.
+struct Layout {
+  std::vector<FieldLayout> fields;
+  std::size_t block_bytes = 0;
+  int batch_size = 0;
+  int obs, reward, terminated, truncated, env_id, elapsed_step, episode_return, episode_length;
+  int info_first;             // first env extra; spec.info.size() of them
+  int final_obs = -1;         // same_step only: terminal observation
+  int final_info_first = -1;  // same_step only: elapsed_step then the env extras at the end
+  int num_info = 0;
+
+  Layout(const EnvSpec& spec, int batch, bool with_final) : batch_size(batch) {
+    const auto& os = spec.observation_space;
+    obs = add("obs", os.dtype, os.shape);
+    reward = add("reward", DType::kFloat64, {});
+    terminated = add("terminated", DType::kBool, {});
+    truncated = add("truncated", DType::kBool, {});
+    env_id = add("env_id", DType::kInt32, {});
+    elapsed_step = add("elapsed_step", DType::kInt32, {});
+    episode_return = add("episode_return", DType::kFloat64, {});
+    episode_length = add("episode_length", DType::kInt32, {});
+    num_info = static_cast<int>(spec.info.size());
+    info_first = static_cast<int>(fields.size());
+    for (const Field& f : spec.info) add(f.name, f.dtype, f.shape);
+    if (with_final) {
+      final_obs = add("final_obs", os.dtype, os.shape);
+      final_info_first = add("final_info.elapsed_step", DType::kInt32, {});
+      for (const Field& f : spec.info) add("final_info." + f.name, f.dtype, f.shape);
+    }
+  }
+
+ private:
+  int add(const std::string& name, DType dtype, std::vector<int64_t> shape) {
+    std::size_t row = dtype_size(dtype);
+    for (int64_t d : shape) row *= static_cast<std::size_t>(d);
+    block_bytes = (block_bytes + 63) & ~std::size_t(63);
+    fields.push_back({name, dtype, std::move(shape), row, block_bytes});
+    block_bytes += row * static_cast<std::size_t>(batch_size);
+    return static_cast<int>(fields.size()) - 1;
+  }
+};
+
+struct Block {
+  std::byte* data = nullptr;
+  std::atomic<int> rows_done{0};
+
+  template <class T = std::byte>
+  T* at(const Layout& layout, int field, int row) const {
+    const FieldLayout& f = layout.fields[static_cast<std::size_t>(field)];
+    return reinterpret_cast<T*>(data + f.offset + f.row_bytes * static_cast<std::size_t>(row));
+  }
+};
+
+// Owns every block; the free list is touched by workers (acquire) and by whichever thread
+// drops the last numpy view (release), under `mu_`.
+class BlockStore {
+ public:
+  explicit BlockStore(Layout layout) : layout_(std::move(layout)) {}
+  ~BlockStore() {
+    for (auto& b : all_) std::free(b->data);
+  }
+  const Layout& layout() const { return layout_; }
+
+  Block* acquire() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.empty()) {
+      auto b = std::make_unique<Block>();
+      const std::size_t bytes = (std::max<std::size_t>(layout_.block_bytes, 64) + 63) & ~63ul;
+      b->data = static_cast<std::byte*>(std::aligned_alloc(64, bytes));
+      if (b->data == nullptr) throw std::bad_alloc();
+      std::memset(b->data, 0, bytes);
+      all_.push_back(std::move(b));
+      return all_.back().get();
+    }
+    Block* b = free_.back();
+    free_.pop_back();
+    return b;
+  }
+
+  void release(Block* b) {
+    b->rows_done.store(0, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(b);
+  }
+
+  std::size_t allocated() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return all_.size();
+  }
+
+ private:
+  Layout layout_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Block>> all_;
+  std::vector<Block*> free_;
+};
+
+// Where a claimed row lives until its writer commits it.
+struct RowRef {
+  Block* block;
+  int row;
+  uint64_t seq;
+};
+
+class BlockRing {
+ public:
+  BlockRing(std::shared_ptr<BlockStore> store, int num_slots)
+      : store_(std::move(store)), slots_(static_cast<std::size_t>(num_slots)) {
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      slots_[i].block = store_->acquire();
+      slots_[i].seq.store(i, std::memory_order_relaxed);
+    }
+  }
+  ~BlockRing() {
+    for (auto& s : slots_) store_->release(s.block);
+  }
+
+  RowRef claim() {
+    const uint64_t b = static_cast<uint64_t>(store_->layout().batch_size);
+    const uint64_t idx = next_row_.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t seq = idx / b;
+    Slot& slot = slots_[seq % slots_.size()];
+    for (int spins = 0; slot.seq.load(std::memory_order_acquire) != seq; ++spins) {
+      if (spins < 64)
+        cpu_relax();
+      else
+        std::this_thread::yield();
+    }
+    return {slot.block, static_cast<int>(idx % b), seq};
+  }
+
+  // Count the written row. Returns the block if this row completed it (the caller publishes
+  // it); the slot is then refilled for sequence seq + R.
+  Block* commit(const RowRef& ref) {
+    const int b = store_->layout().batch_size;
+    if (ref.block->rows_done.fetch_add(1, std::memory_order_acq_rel) + 1 != b) return nullptr;
+    Slot& slot = slots_[ref.seq % slots_.size()];
+    slot.block = store_->acquire();
+    slot.seq.store(ref.seq + slots_.size(), std::memory_order_release);
+    return ref.block;
+  }
+
+ private:
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> seq{0};
+    Block* block = nullptr;
+  };
+  std::shared_ptr<BlockStore> store_;
+  std::vector<Slot> slots_;
+  alignas(64) std::atomic<uint64_t> next_row_{0};
+};
+
+}  // namespace aiopool

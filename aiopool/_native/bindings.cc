@@ -1,0 +1,213 @@
+// The native module `aiopool._native._core`. GIL policy, visible at each .def:
+//   - send / reset / stage_seeds / take / arm / drain hold the GIL: they are short, and holding
+//     it is what makes the per-env bookkeeping single-threaded (see pool.h).
+//   - wait releases it (recv_blocking); close releases it to join the workers and to let a
+//     thread woken from wait re-acquire the GIL and leave before close returns.
+// Batches leave as read-only numpy views sharing one capsule owner; its deleter only returns
+// the block to the store (no Python work, any thread that drops the last view may run it).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "envs/testing/counting.h"
+#include "pool.h"
+
+namespace nb = nanobind;
+using namespace aiopool;
+
+namespace {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kBool: return "bool";
+    case DType::kUInt8: return "uint8";
+    case DType::kInt32: return "int32";
+    case DType::kInt64: return "int64";
+    case DType::kFloat32: return "float32";
+    case DType::kFloat64: return "float64";
+  }
+  return "?";
+}
+
+nb::dlpack::dtype dlpack_dtype(DType t) {
+  switch (t) {
+    case DType::kBool: return nb::dtype<bool>();
+    case DType::kUInt8: return nb::dtype<uint8_t>();
+    case DType::kInt32: return nb::dtype<int32_t>();
+    case DType::kInt64: return nb::dtype<int64_t>();
+    case DType::kFloat32: return nb::dtype<float>();
+    case DType::kFloat64: return nb::dtype<double>();
+  }
+  return nb::dtype<uint8_t>();
+}
+
+AutoReset parse_autoreset(const std::string& s) {
+  if (s == "next_step") return AutoReset::kNextStep;
+  if (s == "same_step") return AutoReset::kSameStep;
+  if (s == "disabled") return AutoReset::kDisabled;
+  throw std::invalid_argument("autoreset is '" + s + "', expected 'next_step', 'same_step' or 'disabled'");
+}
+
+nb::dict space_dict(const Space& s) {
+  nb::dict d;
+  d["kind"] = s.kind == Space::Kind::kBox ? "box" : "discrete";
+  d["dtype"] = dtype_name(s.dtype);
+  d["shape"] = nb::tuple(nb::cast(s.shape));
+  d["low"] = s.low;
+  d["high"] = s.high;
+  d["n"] = s.n;
+  return d;
+}
+
+const char* kind_name(ConfigKey::Kind k) {
+  switch (k) {
+    case ConfigKey::Kind::kBool: return "bool";
+    case ConfigKey::Kind::kInt: return "int";
+    case ConfigKey::Kind::kFloat: return "float";
+  }
+  return "?";
+}
+
+// A Pool plus the count of threads inside wait(), so close() can let them leave first.
+class PyPool : public Pool {
+ public:
+  using Pool::Pool;
+  std::atomic<int> waiting{0};
+};
+
+struct BlockOwner {
+  std::shared_ptr<BlockStore> store;
+  Block* block;
+};
+
+nb::object export_block(PyPool& p, Block* b) {
+  const Layout& L = p.layout();
+  auto* owner = new BlockOwner{p.store(), b};
+  nb::capsule cap(owner, [](void* o) noexcept {
+    auto* bo = static_cast<BlockOwner*>(o);
+    bo->store->release(bo->block);
+    delete bo;
+  });
+  nb::list out;
+  size_t shape[8];
+  for (std::size_t f = 0; f < L.fields.size(); ++f) {
+    const FieldLayout& fl = L.fields[f];
+    shape[0] = static_cast<size_t>(L.batch_size);
+    for (std::size_t d = 0; d < fl.shape.size(); ++d) shape[d + 1] = static_cast<size_t>(fl.shape[d]);
+    nb::ndarray<nb::numpy, nb::ro> a(b->data + fl.offset, fl.shape.size() + 1, shape, cap, nullptr,
+                                     dlpack_dtype(fl.dtype));
+    out.append(nb::cast(a));
+  }
+  return nb::tuple(out);
+}
+
+using IdArray = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "aiopool's native engine: worker threads, batch blocks and the eventfd doorbell.";
+
+  m.def("list_envs", [] { return Registry::get().ids(); });
+
+  m.def("env_config", [](const std::string& id) {
+    const EnvEntry& e = Registry::get().find(id);
+    nb::list keys;
+    for (const ConfigKey& k : e.config_keys()) keys.append(nb::make_tuple(k.name, kind_name(k.kind), k.default_value));
+    return nb::make_tuple(keys, e.max_episode_steps);
+  });
+
+  nb::class_<PyPool>(m, "Pool")
+      .def(
+          "__init__",
+          [](PyPool* self, const std::string& id, const std::map<std::string, double>& config, int num_envs,
+             int batch_size, int num_threads, const std::string& autoreset, int64_t worker_spin_ns,
+             int max_episode_steps) {
+            PoolOptions o;
+            o.num_envs = num_envs;
+            o.batch_size = batch_size;
+            o.num_threads = num_threads;
+            o.autoreset = parse_autoreset(autoreset);
+            o.worker_spin_ns = worker_spin_ns;
+            o.max_episode_steps = max_episode_steps;
+            new (self) PyPool(Registry::get().find(id), Config(config), o);
+          },
+          nb::arg("env_id"), nb::arg("config"), nb::arg("num_envs"), nb::arg("batch_size"), nb::arg("num_threads"),
+          nb::arg("autoreset"), nb::arg("worker_spin_ns"), nb::arg("max_episode_steps"))
+      .def_prop_ro("spec",
+                   [](PyPool& p) {
+                     const EnvSpec& s = p.spec();
+                     nb::dict d;
+                     d["observation_space"] = space_dict(s.observation_space);
+                     d["action_space"] = space_dict(s.action_space);
+                     d["max_episode_steps"] = s.max_episode_steps;
+                     nb::list info;
+                     for (const Field& f : s.info)
+                       info.append(nb::make_tuple(f.name, dtype_name(f.dtype), nb::tuple(nb::cast(f.shape))));
+                     d["info"] = info;
+                     return d;
+                   })
+      .def_prop_ro("field_names",
+                   [](PyPool& p) {
+                     std::vector<std::string> names;
+                     for (const auto& f : p.layout().fields) names.push_back(f.name);
+                     return names;
+                   })
+      // GIL held: validation and bookkeeping are single-threaded by the GIL.
+      .def("stage_seeds",
+           [](PyPool& p, IdArray ids, nb::ndarray<const uint64_t, nb::ndim<2>, nb::c_contig> states) {
+             if (states.shape(0) != ids.shape(0) || states.shape(1) != 4)
+               throw std::invalid_argument("states must have shape (len(env_ids), 4)");
+             p.stage_seeds(ids.data(), ids.shape(0), states.data());
+           })
+      .def("reset", [](PyPool& p, IdArray ids) { p.reset(ids.data(), ids.shape(0)); })
+      .def("send",
+           [](PyPool& p, nb::ndarray<nb::c_contig, nb::device::cpu> actions, IdArray ids) {
+             p.send(static_cast<const std::byte*>(actions.data()), actions.nbytes(), ids.data(), ids.shape(0));
+           })
+      .def("take",
+           [](PyPool& p, int64_t spin_ns) -> nb::object {
+             Block* b = p.take(spin_ns);
+             if (b == nullptr) return nb::none();
+             return export_block(p, b);
+           })
+      .def("arm", &PyPool::arm)
+      .def("drain", &PyPool::drain)
+      .def("fileno", &PyPool::fd)
+      // GIL released while waiting; `waiting` lets close() wait for us to leave.
+      .def("wait",
+           [](PyPool& p, double timeout_s) {
+             p.waiting.fetch_add(1);
+             bool ready;
+             {
+               nb::gil_scoped_release release;
+               ready = p.wait(timeout_s);
+             }
+             p.waiting.fetch_sub(1);
+             return ready;
+           })
+      .def("close",
+           [](PyPool& p) {
+             nb::gil_scoped_release release;
+             p.close();
+             const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+             while (p.waiting.load() > 0 && std::chrono::steady_clock::now() < until)
+               std::this_thread::sleep_for(std::chrono::microseconds(100));
+           })
+      .def_prop_ro("closed", &PyPool::closed)
+      .def_prop_ro("rows_unpublished", &PyPool::rows_unpublished)
+      .def_prop_ro("rows_in_flight", &PyPool::rows_in_flight)
+      .def_prop_ro("ready_count", &PyPool::ready_count)
+      .def_prop_ro("blocks_allocated", [](PyPool& p) { return p.store()->allocated(); })
+      .def_prop_ro("num_threads", [](PyPool& p) { return p.options().num_threads; })
+      .def_prop_ro("num_envs", [](PyPool& p) { return p.options().num_envs; })
+      .def_prop_ro("batch_size", [](PyPool& p) { return p.options().batch_size; });
+}

@@ -1,0 +1,137 @@
+// ③ The interface an environment author implements, and nothing else.
+//
+// An environment is one class with a static `spec()` and three methods. Workers call them on
+// the env they popped from the action queue; one env is only ever touched by one worker at a
+// time (at most one action is in flight per env), so env state needs no locking. Env code never
+// sees queues, blocks, the doorbell or Python.
+//
+//   struct MyEnv {
+//     using Action = int64_t;                          // element type of one action
+//     static std::vector<ConfigKey> config_keys();     // gymnasium's constructor kwargs
+//     static EnvSpec spec(const Config& config);       // spaces, info fields, chunk
+//     explicit MyEnv(const Config& config);
+//     void reset(Rng& rng);                            // draw from rng exactly as the reference
+//     StepResult step(const Action* action, Rng& rng); // advance the state
+//     void write(Row& row) const;                      // obs + info extras of the current state
+//   };
+//
+// Registering it is one line (see registry.h), naming gymnasium's time limit:
+//   AIOPOOL_REGISTER_ENV("MyEnv-v0", MyEnv, 500);
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "rng.h"
+
+namespace aiopool {
+
+enum class DType : uint8_t { kBool, kUInt8, kInt32, kInt64, kFloat32, kFloat64 };
+
+inline std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kBool:
+    case DType::kUInt8:
+      return 1;
+    case DType::kInt32:
+    case DType::kFloat32:
+      return 4;
+    case DType::kInt64:
+    case DType::kFloat64:
+      return 8;
+  }
+  return 0;
+}
+
+// A gymnasium Box or Discrete space. Box bounds are flattened in C order.
+struct Space {
+  enum class Kind : uint8_t { kBox, kDiscrete };
+  Kind kind = Kind::kBox;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;  // () for Discrete
+  std::vector<double> low, high;
+  int64_t n = 0;  // Discrete only
+
+  int64_t size() const {
+    int64_t s = 1;
+    for (int64_t d : shape) s *= d;
+    return s;
+  }
+  std::size_t nbytes() const { return static_cast<std::size_t>(size()) * dtype_size(dtype); }
+};
+
+// One per-row array the env fills besides the observation (family extras such as `lives`).
+struct Field {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;  // per row
+  std::size_t nbytes() const {
+    std::size_t s = dtype_size(dtype);
+    for (int64_t d : shape) s *= static_cast<std::size_t>(d);
+    return s;
+  }
+};
+
+// A constructor keyword argument, as gymnasium's env takes it.
+struct ConfigKey {
+  enum class Kind : uint8_t { kBool, kInt, kFloat };
+  std::string name;
+  Kind kind;
+  double default_value;
+};
+
+// Keyword arguments, already validated against the env's ConfigKeys by the registry.
+class Config {
+ public:
+  Config() = default;
+  explicit Config(std::map<std::string, double> values) : values_(std::move(values)) {}
+  double get(const std::string& key) const {
+    auto it = values_.find(key);
+    if (it == values_.end()) throw std::invalid_argument("config has no key '" + key + "'");
+    return it->second;
+  }
+  bool get_bool(const std::string& key) const { return get(key) != 0.0; }
+  int64_t get_int(const std::string& key) const { return static_cast<int64_t>(get(key)); }
+  const std::map<std::string, double>& values() const { return values_; }
+
+ private:
+  std::map<std::string, double> values_;
+};
+
+struct EnvSpec {
+  Space observation_space;
+  Space action_space;
+  std::vector<Field> info;     // extras the env writes in write(), in this order
+  int max_episode_steps = 0;   // gymnasium's TimeLimit; set by the registry; 0 = none
+  // How many env-steps a worker takes from the queue at once. 1 suits envs that take
+  // microseconds; envs that step in tens of nanoseconds (classic control) raise it so a
+  // queue operation does not cost more than the step itself.
+  int chunk = 1;
+};
+
+// What one step did. The runner adds the time limit to `truncated` and keeps the statistics.
+struct StepResult {
+  double reward = 0.0;
+  bool terminated = false;
+  bool truncated = false;
+};
+
+// The row a worker claimed in a batch block, handed to Env::write.
+struct Row {
+  void* obs;                // observation_space.shape elements of observation_space.dtype
+  void* const* info;        // one pointer per EnvSpec::info field, in order
+
+  template <class T>
+  T* obs_as() const {
+    return static_cast<T*>(obs);
+  }
+  template <class T>
+  T* info_as(std::size_t i) const {
+    return static_cast<T*>(info[i]);
+  }
+};
+
+}  // namespace aiopool

@@ -1,0 +1,236 @@
+// Wires ①–⑤: the action queue, the workers, the runner, the block ring and the ready queue.
+//
+// Threads: send/reset/take/arm/drain run on a thread holding the GIL (one at a time); the
+// per-env bookkeeping they share (`busy_`, `needs_reset_`, `stamp_`) is therefore plain data.
+// `wait()` and `close()` run without the GIL. Workers only see the runner, ring and ready queue.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "action_queue.h"
+#include "batch_block.h"
+#include "doorbell.h"
+#include "registry.h"
+#include "runner.h"
+#include "worker_pool.h"
+
+namespace aiopool {
+
+struct PoolOptions {
+  int num_envs = 1;
+  int batch_size = 1;
+  int num_threads = 1;
+  AutoReset autoreset = AutoReset::kNextStep;
+  int64_t worker_spin_ns = 50'000;
+  int max_episode_steps = -1;  // -1: the registered time limit; 0: none
+};
+
+class Pool {
+ public:
+  Pool(const EnvEntry& entry, const Config& config, const PoolOptions& opt)
+      : opt_(opt),
+        spec_(with_time_limit(entry.spec_for(config), opt.max_episode_steps)),
+        store_(std::make_shared<BlockStore>(
+            Layout(spec_, opt.batch_size, opt.autoreset == AutoReset::kSameStep))),
+        ring_(store_, 2 * ((opt.num_envs + opt.batch_size - 1) / opt.batch_size) + 2),
+        queue_(static_cast<std::size_t>(opt.num_envs)),
+        runner_(entry.make_runner(config, spec_, opt.num_envs, opt.autoreset)) {
+    const std::size_t n = static_cast<std::size_t>(opt.num_envs);
+    busy_.assign(n, 0);
+    needs_reset_.assign(n, kNeverReset);
+    stamp_.assign(n, 0);
+    runner_->out = Output{&ring_, &ready_, &published_rows_, &store_->layout()};
+    workers_ = std::make_unique<WorkerPool>(queue_, *runner_, opt.num_threads, opt.worker_spin_ns);
+  }
+  ~Pool() { close(); }
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  const EnvSpec& spec() const { return spec_; }
+  const Layout& layout() const { return store_->layout(); }
+  const std::shared_ptr<BlockStore>& store() const { return store_; }
+  const PoolOptions& options() const { return opt_; }
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
+
+  // Stage a new seed for each env (applied at its next reset). Python computes the states.
+  void stage_seeds(const int32_t* ids, std::size_t k, const uint64_t* states) {
+    check_ids(ids, k, "seed", /*need_idle=*/true, /*need_reset_ok=*/false);
+    for (std::size_t j = 0; j < k; ++j) {
+      const auto i = static_cast<std::size_t>(ids[j]);
+      const uint64_t* s = states + 4 * j;
+      runner_->orders.seeds[i] = Rng(s[0], s[1], s[2], s[3]);
+      runner_->orders.reseed[i] = 1;
+    }
+  }
+
+  void reset(const int32_t* ids, std::size_t k) {
+    check_ids(ids, k, "async_reset", /*need_idle=*/true, /*need_reset_ok=*/false);
+    for (std::size_t j = 0; j < k; ++j) {
+      const auto i = static_cast<std::size_t>(ids[j]);
+      runner_->orders.reset[i] = 1;
+      needs_reset_[i] = kReady;
+    }
+    dispatch(ids, k);
+  }
+
+  // actions: k rows of the action space's dtype and shape, already cast by the Python side.
+  void send(const std::byte* actions, std::size_t nbytes, const int32_t* ids, std::size_t k) {
+    const std::size_t ab = runner_->orders.action_bytes;
+    if (nbytes != k * ab)
+      throw std::invalid_argument("actions hold " + std::to_string(nbytes) + " bytes, expected " +
+                                  std::to_string(k * ab) + " (one action per env in env_ids)");
+    check_ids(ids, k, "send", /*need_idle=*/true, /*need_reset_ok=*/true);
+    check_actions(actions, k);
+    for (std::size_t j = 0; j < k; ++j) {
+      const auto i = static_cast<std::size_t>(ids[j]);
+      std::memcpy(runner_->orders.actions.data() + i * ab, actions + j * ab, ab);
+      runner_->orders.reset[i] = 0;
+    }
+    dispatch(ids, k);
+  }
+
+  // Take a ready block (spinning up to spin_ns), or nullptr. Updates per-env bookkeeping.
+  Block* take(int64_t spin_ns) {
+    Block* b = spin_ns > 0 ? ready_.spin_take(spin_ns) : ready_.try_take();
+    if (b == nullptr) return nullptr;
+    const Layout& L = layout();
+    const bool disabled = opt_.autoreset == AutoReset::kDisabled;
+    for (int r = 0; r < L.batch_size; ++r) {
+      const auto i = static_cast<std::size_t>(*b->at<int32_t>(L, L.env_id, r));
+      busy_[i] = 0;
+      if (disabled && (*b->at<bool>(L, L.terminated, r) || *b->at<bool>(L, L.truncated, r)))
+        needs_reset_[i] = kEnded;
+    }
+    taken_rows_ += static_cast<uint64_t>(L.batch_size);
+    return b;
+  }
+
+  // Sent rows not yet in a published block. Read `published_rows_` before checking the ready
+  // queue: workers push a block before counting it, so a block counted here is visible there.
+  int64_t rows_unpublished() const {
+    return static_cast<int64_t>(sent_rows_ - published_rows_.load(std::memory_order_seq_cst));
+  }
+  // Rows sent whose results the consumer has not taken yet (in flight or ready).
+  int64_t rows_in_flight() const { return static_cast<int64_t>(sent_rows_ - taken_rows_); }
+  std::size_t ready_count() const { return ready_.size(); }
+
+  void arm() { ready_.arm(); }
+  uint64_t drain() { return ready_.drain(); }
+  int fd() const { return ready_.fd(); }
+  bool wait(double timeout_s) { return ready_.wait(timeout_s, closed_); }
+
+  // Call without the GIL. Joins workers; blocks nobody took go back to the store.
+  void close() {
+    if (closed_.exchange(true, std::memory_order_acq_rel)) return;
+    ready_.wake_waiters();
+    if (workers_) workers_->stop();
+    for (Block* b : ready_.take_all()) store_->release(b);
+    ready_.close_fd();
+  }
+
+ private:
+  enum : uint8_t { kReady = 0, kNeverReset = 1, kEnded = 2 };
+
+  static EnvSpec with_time_limit(EnvSpec spec, int max_episode_steps) {
+    if (max_episode_steps >= 0) spec.max_episode_steps = max_episode_steps;
+    return spec;
+  }
+
+  void check_ids(const int32_t* ids, std::size_t k, const char* what, bool need_idle, bool need_reset_ok) {
+    if (closed()) throw std::runtime_error(std::string(what) + "() on a closed pool");
+    const int n = opt_.num_envs;
+    ++epoch_;
+    for (std::size_t j = 0; j < k; ++j) {
+      const int32_t id = ids[j];
+      if (id < 0 || id >= n)
+        throw std::invalid_argument(std::string(what) + ": env_ids[" + std::to_string(j) + "] is " +
+                                    std::to_string(id) + ", expected 0 <= env_id < " + std::to_string(n));
+      const auto i = static_cast<std::size_t>(id);
+      if (stamp_[i] == epoch_)
+        throw std::invalid_argument(std::string(what) + ": env_ids names env " + std::to_string(id) +
+                                    " twice; give each env at most one action");
+      stamp_[i] = epoch_;
+      if (need_idle && busy_[i])
+        throw std::invalid_argument(std::string(what) + ": env " + std::to_string(id) +
+                                    " still has an action in flight; receive its result before "
+                                    "sending it another");
+      if (need_reset_ok && needs_reset_[i])
+        throw std::invalid_argument(
+            std::string(what) + ": env " + std::to_string(id) +
+            (needs_reset_[i] == kEnded ? " ended its episode and autoreset is 'disabled'; call "
+                                         "async_reset(env_ids=[...]) for it first"
+                                       : " has not been reset yet; call async_reset() first"));
+    }
+  }
+
+  void check_actions(const std::byte* actions, std::size_t k) const {
+    const Space& a = spec_.action_space;
+    const std::size_t per = static_cast<std::size_t>(a.size());
+    if (a.kind == Space::Kind::kDiscrete) {
+      if (a.dtype != DType::kInt64) return;
+      const auto* v = reinterpret_cast<const int64_t*>(actions);
+      for (std::size_t j = 0; j < k; ++j)
+        if (v[j] < 0 || v[j] >= a.n)
+          throw std::invalid_argument("actions[" + std::to_string(j) + "] is " + std::to_string(v[j]) +
+                                      ", expected 0 <= action < " + std::to_string(a.n) +
+                                      " (Discrete(" + std::to_string(a.n) + "))");
+      return;
+    }
+    auto check = [&](auto* v) {
+      for (std::size_t j = 0; j < k * per; ++j)
+        if (!std::isfinite(static_cast<double>(v[j])))
+          throw std::invalid_argument("actions[" + std::to_string(j / per) + "] contains " +
+                                      std::to_string(static_cast<double>(v[j])) +
+                                      "; actions must be finite (out-of-range values are clipped "
+                                      "as the reference env clips them)");
+    };
+    if (a.dtype == DType::kFloat32) check(reinterpret_cast<const float*>(actions));
+    if (a.dtype == DType::kFloat64) check(reinterpret_cast<const double*>(actions));
+  }
+
+  // Mark envs busy and push their tickets, `chunk` envs per ticket.
+  void dispatch(const int32_t* ids, std::size_t k) {
+    if (k == 0) return;
+    for (std::size_t j = 0; j < k; ++j) busy_[static_cast<std::size_t>(ids[j])] = 1;
+    sent_rows_ += k;
+    const std::size_t threads = workers_->size();
+    const std::size_t limit = static_cast<std::size_t>(std::clamp(spec_.chunk, 1, kTicketEnvs));
+    const std::size_t chunk = std::clamp<std::size_t>((k + threads - 1) / threads, 1, limit);
+    int tickets = 0;
+    for (std::size_t j = 0; j < k; j += chunk) {
+      Ticket t;
+      t.count = static_cast<uint32_t>(std::min(chunk, k - j));
+      for (uint32_t c = 0; c < t.count; ++c) t.env_ids[c] = static_cast<uint32_t>(ids[j + c]);
+      if (!queue_.push(t)) throw std::logic_error("action queue full: more tickets than envs");
+      ++tickets;
+    }
+    queue_.wake(std::min<int>(tickets, static_cast<int>(threads)));
+  }
+
+  PoolOptions opt_;
+  EnvSpec spec_;
+  std::shared_ptr<BlockStore> store_;
+  BlockRing ring_;
+  ReadyQueue ready_;
+  ActionQueue queue_;
+  std::unique_ptr<Runner> runner_;
+  std::unique_ptr<WorkerPool> workers_;
+  std::atomic<uint64_t> published_rows_{0};
+  std::atomic<bool> closed_{false};
+  // GIL-holder state.
+  std::vector<uint8_t> busy_, needs_reset_;
+  std::vector<uint32_t> stamp_;
+  uint32_t epoch_ = 0;
+  uint64_t sent_rows_ = 0;
+  uint64_t taken_rows_ = 0;
+};
+
+}  // namespace aiopool

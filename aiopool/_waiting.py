@@ -1,0 +1,105 @@
+"""The asyncio side of the wait ladder: one reader per (pool, loop) and a FIFO of waiters.
+
+A coroutine that found no batch on the fast path and the bounded spin (see ``Pool.recv``)
+parks a future here. The pool's eventfd is registered once with the running loop; the native
+side rings it only while "armed". The callback drains the fd once, then hands batches to
+waiting futures in FIFO order until either runs out; it must tolerate finding nothing (a fast
+path may have taken the batch first). While futures still wait it re-arms and re-checks, so a
+batch published between the check and the arm is never missed.
+
+Loop changes: the reader is registered on the loop of the first wait; a wait from another loop
+moves it (the old loop's futures are dropped: their loop is gone or no longer waits here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from .batch import Batch
+
+
+class Doorbell:
+    """Waiting futures of one pool, and its eventfd reader on one loop at a time."""
+
+    def __init__(self, native: Any, take: Callable[[], Batch | None],
+                 push_back: Callable[[Batch], None]) -> None:
+        self._native = native
+        self._fd: int = native.fileno()
+        self._take = take
+        self._push_back = push_back
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiters: deque[asyncio.Future[Batch]] = deque()
+
+    @property
+    def num_waiting(self) -> int:
+        return sum(1 for f in self._waiters if not f.done())
+
+    async def wait(self) -> Batch:
+        """Wait for the next batch in FIFO order with other waiters of this pool.
+
+        Cancellation: a batch already handed to this waiter goes back to the front of the
+        pool's queue, so nothing is lost.
+        """
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._move_to(loop)
+        fut: asyncio.Future[Batch] = loop.create_future()
+        self._waiters.append(fut)
+        self._native.arm()
+        self._dispatch()
+        try:
+            return await fut
+        except BaseException:
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                self._push_back(fut.result())
+            else:
+                try:
+                    self._waiters.remove(fut)
+                except ValueError:
+                    pass
+            raise
+
+    def _move_to(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.detach()
+        loop.add_reader(self._fd, _on_readable, weakref.ref(self))
+        self._loop = loop
+
+    def _dispatch(self) -> None:
+        self._native.drain()
+        waiters = self._waiters
+        while waiters:
+            while waiters and waiters[0].done():
+                waiters.popleft()
+            if not waiters:
+                return
+            batch = self._take()
+            if batch is None:
+                self._native.arm()
+                batch = self._take()  # re-check after arming: the Dekker half on our side
+                if batch is None:
+                    return
+            waiters.popleft().set_result(batch)
+
+    def detach(self) -> None:
+        """Remove the reader (before the fd closes: asyncio loses a reused fd otherwise)."""
+        loop, self._loop = self._loop, None
+        self._waiters.clear()
+        if loop is not None and not loop.is_closed():
+            loop.remove_reader(self._fd)
+
+    def fail_all(self, exc: BaseException) -> None:
+        """Fail every waiting future with ``exc`` (on close)."""
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done() and not fut.get_loop().is_closed():
+                fut.set_exception(exc)
+
+
+def _on_readable(ref: weakref.ReferenceType[Doorbell]) -> None:
+    bell = ref()
+    if bell is not None:
+        bell._dispatch()

@@ -1,0 +1,94 @@
+"""Batch: one block of finished env steps, as read-only zero-copy numpy views.
+
+Lifetime: the arrays of a batch share one owner in C++. The block goes back to the pool's free
+list only when the last array of the batch is dropped, so a batch you keep (a replay buffer,
+another task) is never overwritten, even after the pool is closed. Arrays are read-only;
+``np.array(batch.obs)`` makes a writeable copy.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from .pool import Pool
+
+_BASE_FIELDS = 8  # obs, reward, terminated, truncated, env_id, elapsed_step, ep. return/length
+
+
+class Batch:
+    """``batch_size`` env steps, in the order the envs finished.
+
+    Attributes:
+        obs: observations, shape ``(batch_size, *obs_shape)``.
+        reward: float64 rewards.
+        terminated: bool, the episode ended in a terminal state.
+        truncated: bool, the episode hit the time limit (or the env truncated it).
+        env_id: int32 id of the env each row came from.
+        info: dict of arrays: ``elapsed_step``, ``episode_return`` and ``episode_length``
+            (totals of the current episode including this step; the ended episode's where
+            ``terminated | truncated``), family extras, and with ``autoreset="same_step"``
+            ``final_obs`` and ``final_info`` (valid where the episode ended).
+
+    Example:
+        >>> batch = await pool.recv()
+        >>> batch.send(policy(batch.obs))        # the same as pool.send(actions, batch.env_id)
+    """
+
+    __slots__ = ("_arrays", "_info", "_names", "_pool", "env_id", "obs", "reward", "terminated",
+                 "truncated")
+
+    def __init__(self, arrays: tuple[npt.NDArray[Any], ...], names: tuple[str, ...],
+                 pool: weakref.ReferenceType[Pool]) -> None:
+        self.obs, self.reward, self.terminated, self.truncated, self.env_id = arrays[:5]
+        self._arrays = arrays
+        self._names = names
+        self._info: dict[str, Any] | None = None
+        self._pool = pool
+
+    @property
+    def info(self) -> dict[str, Any]:
+        if self._info is None:
+            info: dict[str, Any] = {}
+            final: dict[str, Any] = {}
+            for name, arr in zip(self._names[5:], self._arrays[5:], strict=True):
+                if name.startswith("final_info."):
+                    final[name[len("final_info."):]] = arr
+                else:
+                    info[name] = arr
+            if final:
+                info["final_info"] = final
+            self._info = info
+        return self._info
+
+    def __len__(self) -> int:
+        return len(self.env_id)
+
+    def __repr__(self) -> str:
+        return f"Batch(size={len(self)}, env_id={self.env_id.tolist()})"
+
+    def send(self, actions: npt.ArrayLike) -> None:
+        """Send one action per row to the envs of this batch: ``pool.send(actions, env_id)``."""
+        pool = self._pool()
+        if pool is None:
+            from .errors import PoolClosed
+
+            raise PoolClosed("the pool of this batch no longer exists")
+        pool.send(actions, self.env_id)
+
+    @classmethod
+    def sorted_concat(cls, batches: list[Batch]) -> Batch:
+        """One batch of all rows of ``batches``, ordered by env_id (a copy)."""
+        first = batches[0]
+        env_id = np.concatenate([b.env_id for b in batches])
+        order = np.argsort(env_id, kind="stable")
+        arrays = []
+        for i in range(len(first._arrays)):
+            a = np.concatenate([b._arrays[i] for b in batches])[order]
+            a.flags.writeable = False
+            arrays.append(a)
+        return cls(tuple(arrays), first._names, first._pool)

@@ -1,0 +1,402 @@
+"""Pool: send actions, receive finished batches, from asyncio or from sync code.
+
+The wait ladder of ``recv``: (a) take a ready batch (~1 µs); (b) busy-poll for up to
+``recv_spin_us`` (a sleeping thread takes ~20 µs to wake on a VM, longer than most batches);
+(c) arm the eventfd doorbell and await it through the loop (see ``_waiting.py``). Every
+``_YIELD_EVERY`` fast-path returns, or after ~1 ms without one, ``recv`` yields to the loop so
+other tasks on it (inference, logging, the learner) are never starved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import enum
+import os
+import time
+import weakref
+from collections import deque
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+
+from ._waiting import Doorbell
+from .batch import Batch
+from .errors import NothingInFlight, PoolClosed
+from .spec import EnvSpec
+
+_YIELD_EVERY = 8
+_YIELD_AFTER_NS = 1_000_000
+
+
+class PoolState(enum.Enum):
+    OPEN = "open"
+    CLOSED = "closed"
+    FORKED = "forked"  # this process is a fork() child of the pool's owner
+
+
+class Pool:
+    """A pool of ``num_envs`` envs stepped by C++ worker threads. Build it with ``aiopool.make``.
+
+    Example:
+        >>> pool = aiopool.make("CartPole-v1", num_envs=64, batch_size=32)
+        >>> pool.async_reset()
+        >>> async for batch in pool.stream():
+        ...     batch.send(policy(batch.obs))
+    """
+
+    def __init__(self, native: Any, spec: EnvSpec, *, seed: int | None, autoreset: str,
+                 recv_spin_us: float) -> None:
+        self._native = native
+        self.spec = spec
+        self.num_envs: int = native.num_envs
+        self.batch_size: int = native.batch_size
+        self.autoreset = autoreset
+        self._state = PoolState.OPEN
+        self._names = tuple(native.field_names)
+        self._all_ids = _all_ids_of(native)
+        self._weak = weakref.ref(self)
+        self._returned: deque[Batch] = deque()
+        self._spin_ns = int(recv_spin_us * 1000)
+        self._streak = 0
+        self._last_yield = time.perf_counter_ns()
+        self._ever_reset = False
+        self._action_space = spec.action_space
+        self._action_dtype = np.dtype(spec.action_space.dtype)  # type: ignore[arg-type]
+        self._action_shape = tuple(spec.action_space.shape or ())
+        self._doorbell = Doorbell(native, self._take, self._returned.appendleft)
+        self._stage_seeds(self._all_ids, seed)
+        self._finalizer = weakref.finalize(self, _release, native, self._doorbell)
+        _LIVE.add(self)
+
+    # -- spaces ---------------------------------------------------------------------------
+
+    @property
+    def single_observation_space(self) -> gym.spaces.Box:
+        return self.spec.observation_space
+
+    @property
+    def single_action_space(self) -> gym.spaces.Space[Any]:
+        return self.spec.action_space
+
+    @property
+    def num_threads(self) -> int:
+        return int(self._native.num_threads)
+
+    @property
+    def closed(self) -> bool:
+        return self._state is not PoolState.OPEN
+
+    # -- sending --------------------------------------------------------------------------
+
+    def async_reset(self, seed: int | None = None,
+                    env_ids: npt.ArrayLike | None = None) -> None:
+        """Reset envs without waiting; their first observations arrive through ``recv``.
+
+        Args:
+            seed: re-seed env ``i`` with ``seed + i`` (as ``gymnasium.make(id).reset(seed=seed
+                + i)``). None continues each env's random stream, as gymnasium's unseeded
+                ``reset()`` does (the first reset uses the seed given to ``make``).
+            env_ids: the envs to reset (default all). None of them may have an action in flight.
+        """
+        self._check_open()
+        ids = self._all_ids if env_ids is None else self._as_ids(env_ids)
+        if seed is not None:
+            self._stage_seeds(ids, seed)
+        self._native.reset(ids)
+        self._ever_reset = True
+
+    def send(self, actions: npt.ArrayLike, env_ids: npt.ArrayLike | None = None) -> None:
+        """Step the envs ``env_ids`` (default all) with one action each; returns at once.
+
+        Raises:
+            ValueError: wrong shape or dtype, non-finite continuous actions, discrete actions
+                out of range, env ids out of range or repeated, an env that still has an
+                action in flight (or, with ``autoreset="disabled"``, ended its episode). The
+                pool is unchanged and stays usable.
+            PoolClosed: the pool is closed.
+        """
+        if self._state is not PoolState.OPEN:
+            self._check_open()
+        if env_ids is None:
+            ids = self._all_ids
+        elif type(env_ids) is np.ndarray and env_ids.dtype == np.int32 and env_ids.ndim == 1:
+            ids = env_ids
+        else:
+            ids = self._as_ids(env_ids)
+        a = actions
+        if type(a) is not np.ndarray or a.dtype != self._action_dtype:
+            a = self._as_actions(a)
+        if a.shape != (len(ids), *self._action_shape):
+            raise ValueError(
+                f"actions has shape {a.shape}, expected {(len(ids), *self._action_shape)} — "
+                "one action per env in env_ids")
+        self._native.send(a, ids)
+
+    # -- receiving ------------------------------------------------------------------------
+
+    def try_recv(self) -> Batch | None:
+        """The next finished batch, or None at once if none is ready."""
+        self._check_open()
+        return self._take()
+
+    async def recv(self, timeout: float | None = None) -> Batch:
+        """The next ``batch_size`` env steps to finish.
+
+        Raises:
+            TimeoutError: nothing arrived within ``timeout`` seconds.
+            NothingInFlight: too few actions are in flight to ever fill a batch (raised at
+                once instead of hanging).
+            PoolClosed: the pool is closed, before or while waiting.
+
+        Cancellation: nothing is lost. A batch already claimed for a cancelled ``recv``
+        goes back to the front of the queue and the next ``recv`` gets it.
+        """
+        self._check_open()
+        self._streak += 1
+        if self._streak >= _YIELD_EVERY or (
+                time.perf_counter_ns() - self._last_yield > _YIELD_AFTER_NS):
+            await asyncio.sleep(0)
+            self._check_open()
+            self._streak = 0
+            self._last_yield = time.perf_counter_ns()
+        batch = self._take()
+        if batch is not None:
+            return batch
+        self._check_can_complete(self._doorbell.num_waiting)
+        if self._spin_ns:
+            batch = self._take(self._spin_ns)
+            if batch is not None:
+                return batch
+        self._streak = 0
+        self._last_yield = time.perf_counter_ns()
+        if timeout is None:
+            return await self._doorbell.wait()
+        async with asyncio.timeout(timeout):
+            return await self._doorbell.wait()
+
+    async def stream(self) -> AsyncIterator[Batch]:
+        """Receive batches forever; ends when the pool closes.
+
+        Resets every env first if the pool was never reset. Send each batch's actions
+        (``batch.send(...)``) before asking for the next one, or the stream runs dry and
+        ``recv`` raises ``NothingInFlight``.
+
+        Cancellation: as ``recv``; a batch received but not yet yielded goes back to the queue.
+        """
+        if not self._ever_reset:
+            self.async_reset()
+        while True:
+            try:
+                batch = await self.recv()
+            except PoolClosed:
+                return
+            yield batch
+
+    async def step(self, actions: npt.ArrayLike) -> Batch:
+        """Step every env once and return all rows ordered by env_id (sync semantics).
+
+        Needs every env idle and ``num_envs`` divisible by ``batch_size``.
+
+        Cancellation: batches this call already received go back to the front of the queue;
+        those still in flight arrive through later ``recv`` calls.
+        """
+        self._check_step_allowed()
+        self.send(actions)
+        received: list[Batch] = []
+        try:
+            for _ in range(self.num_envs // self.batch_size):
+                received.append(await self.recv())
+        except BaseException:
+            for b in reversed(received):
+                self._returned.appendleft(b)
+            raise
+        return Batch.sorted_concat(received)
+
+    def recv_blocking(self, timeout: float | None = None) -> Batch:
+        """``recv`` for sync code: waits in C++ with the GIL released.
+
+        Raises:
+            TimeoutError, NothingInFlight, PoolClosed: as ``recv``.
+        """
+        self._check_open()
+        batch = self._take(self._spin_ns)
+        if batch is not None:
+            return batch
+        self._check_can_complete(0)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+            self._native.wait(remaining)
+            self._check_open()
+            batch = self._take()
+            if batch is not None:
+                return batch
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"no batch arrived within {timeout} s")
+
+    # -- closing --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop and join the workers. Idempotent. Pending ``recv`` calls raise PoolClosed.
+
+        Batches already received stay valid.
+        """
+        if self._state is PoolState.CLOSED:
+            return
+        forked = self._state is PoolState.FORKED
+        self._state = PoolState.CLOSED
+        self._finalizer.detach()
+        self._returned.clear()
+        if forked:
+            return
+        self._doorbell.fail_all(PoolClosed("the pool was closed while this recv waited"))
+        self._doorbell.detach()
+        self._native.close()
+
+    async def aclose(self) -> None:
+        """``close()`` from a coroutine.
+
+        Cancellation: close runs to completion; it does not await anything.
+        """
+        self.close()
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Pool:
+        return self
+
+    async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Pool({self.spec.id!r}, num_envs={self.num_envs}, batch_size={self.batch_size},"
+                f" num_threads={self.num_threads}, autoreset={self.autoreset!r},"
+                f" state={self._state.value})")
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _take(self, spin_ns: int = 0) -> Batch | None:
+        if self._returned:
+            return self._returned.popleft()
+        arrays = self._native.take(spin_ns)
+        if arrays is None:
+            return None
+        return Batch(arrays, self._names, self._weak)
+
+    def _check_open(self) -> None:
+        if self._state is PoolState.CLOSED:
+            raise PoolClosed("the pool is closed")
+        if self._state is PoolState.FORKED:
+            raise PoolClosed(
+                "this pool was created before os.fork(); its worker threads live only in the "
+                "parent process. Make a new pool in the child.")
+
+    def _check_can_complete(self, waiters: int) -> None:
+        # rows_unpublished is read before ready_count: see Pool::rows_unpublished in pool.h.
+        unpublished = self._native.rows_unpublished
+        if self._returned or self._native.ready_count:
+            return
+        missing = self.batch_size * (waiters + 1) - unpublished
+        if missing > 0:
+            raise NothingInFlight(
+                f"recv() would wait forever: {unpublished} env steps are in flight "
+                f"({waiters} other receivers waiting) and batch_size is {self.batch_size}; "
+                f"send actions (or async_reset) for at least {missing} more envs first")
+
+    def _check_step_allowed(self) -> None:
+        self._check_open()
+        if self.num_envs % self.batch_size:
+            raise ValueError(
+                f"step() needs num_envs ({self.num_envs}) divisible by batch_size "
+                f"({self.batch_size}); use send()/recv() for other shapes")
+        if self._native.rows_in_flight or self._returned:
+            raise ValueError(
+                f"step() needs every env idle, but {self._native.rows_in_flight} results are "
+                "in flight or waiting; receive them first")
+
+    def _as_ids(self, env_ids: npt.ArrayLike) -> npt.NDArray[np.int32]:
+        ids = np.asarray(env_ids)
+        if ids.ndim != 1 or not (np.issubdtype(ids.dtype, np.integer) or ids.size == 0):
+            raise ValueError(
+                f"env_ids has shape {ids.shape} and dtype {ids.dtype}, expected a 1-d array "
+                "of integers")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
+            bad = ids[(ids < 0) | (ids >= self.num_envs)][0]
+            raise ValueError(f"env_ids contains {bad}, expected 0 <= env_id < {self.num_envs}")
+        return np.ascontiguousarray(ids, dtype=np.int32)
+
+    def _as_actions(self, actions: npt.ArrayLike) -> npt.NDArray[Any]:
+        a = np.asarray(actions)
+        space = self._action_space
+        if isinstance(space, gym.spaces.Discrete):
+            if not np.issubdtype(a.dtype, np.integer):
+                raise ValueError(
+                    f"actions has dtype {a.dtype}, expected integers for {space}")
+        elif not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)):
+            raise ValueError(f"actions has dtype {a.dtype}, expected numbers for {space}")
+        return np.ascontiguousarray(a, dtype=self._action_dtype)
+
+    def _stage_seeds(self, ids: npt.NDArray[np.int32], seed: int | None) -> None:
+        self._native.stage_seeds(ids, seed_states(seed, ids))
+
+
+def seed_states(seed: int | None, env_ids: npt.NDArray[np.int32]) -> npt.NDArray[np.uint64]:
+    """numpy PCG64 states of ``SeedSequence(seed + i)`` as (state_hi, state_lo, inc_hi, inc_lo).
+
+    These are exactly what gymnasium's ``np_random`` starts from after ``reset(seed=seed + i)``.
+    With ``seed=None`` every env gets fresh OS entropy.
+    """
+    if seed is not None and (not isinstance(seed, int | np.integer) or seed < 0):
+        raise ValueError(f"seed is {seed!r}, expected a non-negative int or None")
+    out = np.empty((len(env_ids), 4), dtype=np.uint64)
+    mask = (1 << 64) - 1
+    for row, i in enumerate(env_ids.tolist()):
+        seq = np.random.SeedSequence(None if seed is None else int(seed) + i)
+        st = np.random.PCG64(seq).state["state"]
+        s, inc = int(st["state"]), int(st["inc"])
+        out[row] = (s >> 64, s & mask, inc >> 64, inc & mask)
+    return out
+
+
+def _all_ids_of(native: Any) -> npt.NDArray[np.int32]:
+    ids = np.arange(native.num_envs, dtype=np.int32)
+    ids.flags.writeable = False
+    return ids
+
+
+def _release(native: Any, doorbell: Doorbell) -> None:
+    """Finaliser of a pool dropped without close(): reader off first, then join and close."""
+    doorbell.detach()
+    native.close()
+
+
+_LIVE: weakref.WeakSet[Pool] = weakref.WeakSet()
+_FORKED_NATIVES: list[Any] = []  # never destroyed: their threads exist only in the parent
+
+
+def _after_fork_in_child() -> None:
+    for pool in list(_LIVE):
+        if pool._state is PoolState.OPEN:
+            pool._state = PoolState.FORKED
+            pool._finalizer.detach()
+            _FORKED_NATIVES.append(pool._native)
+
+
+def _close_all_at_exit() -> None:
+    for pool in list(_LIVE):
+        pool.close()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_close_all_at_exit)

@@ -1,0 +1,60 @@
+"""EnvSpec: what a pool's envs look like, as gymnasium spaces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+
+@dataclass(frozen=True)
+class InfoField:
+    """A per-row array an env family adds to ``batch.info`` (such as ``lives``)."""
+
+    name: str
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Spaces, dtypes and time limit of one env of a pool.
+
+    Attributes:
+        id: the registered env id, such as ``"CartPole-v1"``.
+        observation_space: the single-env observation space (as gymnasium's env has it).
+        action_space: the single-env action space.
+        max_episode_steps: gymnasium's time limit (0: none).
+        info: family extras present in ``batch.info``.
+        config: the env's constructor kwargs, defaults overridden by the ones given to make().
+    """
+
+    id: str
+    observation_space: gym.spaces.Box
+    action_space: gym.spaces.Space[Any]
+    max_episode_steps: int
+    info: tuple[InfoField, ...] = ()
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_native(cls, env_id: str, native: dict[str, Any], config: dict[str, Any]) -> EnvSpec:
+        return cls(
+            id=env_id,
+            observation_space=_space(native["observation_space"]),  # type: ignore[arg-type]
+            action_space=_space(native["action_space"]),
+            max_episode_steps=int(native["max_episode_steps"]),
+            info=tuple(InfoField(n, np.dtype(d), tuple(s)) for n, d, s in native["info"]),
+            config=dict(config),
+        )
+
+
+def _space(d: dict[str, Any]) -> gym.spaces.Space[Any]:
+    dtype = np.dtype(d["dtype"])
+    if d["kind"] == "discrete":
+        return gym.spaces.Discrete(int(d["n"]))
+    shape = tuple(d["shape"])
+    low = np.array(d["low"], dtype=np.float64).reshape(shape).astype(dtype)
+    high = np.array(d["high"], dtype=np.float64).reshape(shape).astype(dtype)
+    return gym.spaces.Box(low=low, high=high, shape=shape, dtype=dtype)  # type: ignore[arg-type]
