@@ -4,8 +4,11 @@
 // the push/pop pair orders those writes before the worker reads them.
 //
 // The queue is Dmitry Vyukov's bounded MPMC ring (one sequence number per cell). Capacity is
-// at least num_envs: every ticket names >= 1 env and an env has at most one ticket in flight,
-// so a push never finds the ring full.
+// at least 2 * num_envs: every ticket names >= 1 env and an env has at most one ticket in
+// flight. A cell can still look full for a moment: a worker that won the head CAS but was
+// preempted before releasing the cell holds it while the producer laps the ring (other envs'
+// tickets come and go meanwhile). The producer then waits for that worker (push_wait), never
+// for a consumer of results.
 //
 // Sleeping: a worker that finds the ring empty spins for `spin_ns`, then announces itself in
 // `sleepers_`, re-checks the ring and futex-waits on `epoch_`. The producer pushes, then reads
@@ -23,6 +26,7 @@
 #include <climits>
 #include <cstdint>
 #include <memory>
+#include <thread>
 
 namespace aiopool {
 
@@ -60,16 +64,31 @@ inline void futex_wake(std::atomic<uint32_t>* addr, int count) {
 
 class ActionQueue {
  public:
-  explicit ActionQueue(std::size_t min_capacity) {
+  explicit ActionQueue(std::size_t num_envs) {
     std::size_t cap = 2;
-    while (cap < min_capacity) cap <<= 1;
+    while (cap < 2 * num_envs) cap <<= 1;
     mask_ = cap - 1;
     cells_ = std::make_unique<Cell[]>(cap);
     for (std::size_t i = 0; i < cap; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
   }
 
-  // Producer side (one thread at a time). Returns false only if the ring is full, which the
-  // one-ticket-per-env rule makes impossible; the pool treats it as a bug.
+  // Producer side (one thread at a time): push, waiting out a cell still held by a worker
+  // between its head CAS and its release. Returns false only after `timeout_ns` (a bug).
+  bool push_wait(const Ticket& t, int64_t timeout_ns = 10'000'000'000) {
+    if (push(t)) return true;
+    const int64_t until = now_ns() + timeout_ns;
+    for (int spins = 0; !push(t); ++spins) {
+      if (spins < 64) {
+        cpu_relax();
+      } else {
+        std::this_thread::yield();
+        if (now_ns() > until) return false;
+      }
+    }
+    return true;
+  }
+
+  // Returns false if the cell at the tail is not free yet.
   bool push(const Ticket& t) {
     std::size_t pos = tail_.load(std::memory_order_relaxed);
     for (;;) {

@@ -17,6 +17,11 @@
 #include <string>
 #include <thread>
 
+#include "envs/classic_control/acrobot.h"
+#include "envs/classic_control/cartpole.h"
+#include "envs/classic_control/mountain_car.h"
+#include "envs/classic_control/mountain_car_continuous.h"
+#include "envs/classic_control/pendulum.h"
 #include "envs/testing/counting.h"
 #include "pool.h"
 

@@ -209,7 +209,7 @@ class Pool {
       Ticket t;
       t.count = static_cast<uint32_t>(std::min(chunk, k - j));
       for (uint32_t c = 0; c < t.count; ++c) t.env_ids[c] = static_cast<uint32_t>(ids[j + c]);
-      if (!queue_.push(t)) throw std::logic_error("action queue full: more tickets than envs");
+      if (!queue_.push_wait(t)) throw std::logic_error("action queue stuck full for 10 s: a worker died?");
       ++tickets;
     }
     queue_.wake(std::min<int>(tickets, static_cast<int>(threads)));

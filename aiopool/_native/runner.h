@@ -66,7 +66,7 @@ class EnvRunner final : public Runner {
       : spec_(spec), mode_(mode) {
     if (spec.info.size() > kMaxInfoFields) throw std::invalid_argument("too many info fields");
     states_.reserve(static_cast<std::size_t>(num_envs));
-    for (int i = 0; i < num_envs; ++i) states_.push_back(State{E(config)});
+    for (int i = 0; i < num_envs; ++i) states_.emplace_back(config);
     const std::size_t n = static_cast<std::size_t>(num_envs);
     orders.action_bytes = spec.action_space.nbytes();
     orders.reset.assign(n, 0);
@@ -81,6 +81,7 @@ class EnvRunner final : public Runner {
 
  private:
   struct State {
+    explicit State(const Config& config) : env(config) {}
     E env;
     Rng rng;
     int elapsed = 0;

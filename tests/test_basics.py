@@ -1,0 +1,102 @@
+"""make(), list_envs(), spec and spaces, the Batch fields, seeding of the counting env."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from helpers import counting
+
+import aiopool
+
+
+def test_list_envs_has_counting() -> None:
+    assert "Counting-v0" in aiopool.list_envs()
+
+
+def test_spec_and_spaces() -> None:
+    with counting(num_envs=4, batch_size=2, episode_length=7) as pool:
+        assert pool.num_envs == 4 and pool.batch_size == 2 and pool.num_threads == 2
+        assert pool.single_action_space == gym.spaces.Discrete(1000)
+        assert pool.single_observation_space.shape == (4,)
+        assert pool.single_observation_space.dtype == np.int64
+        assert pool.spec.config["episode_length"] == 7
+        assert [f.name for f in pool.spec.info] == ["draw", "events_parity"]
+
+
+@pytest.mark.asyncio
+async def test_batch_fields_and_views_are_read_only() -> None:
+    with counting(num_envs=4, batch_size=4) as pool:
+        pool.async_reset()
+        batch = await pool.recv()
+        assert sorted(batch.env_id.tolist()) == [0, 1, 2, 3]
+        assert batch.obs.shape == (4, 4) and batch.obs.dtype == np.int64
+        assert batch.reward.dtype == np.float64 and batch.terminated.dtype == np.bool_
+        assert set(batch.info) == {"elapsed_step", "episode_return", "episode_length", "draw",
+                                   "events_parity"}
+        for a in (batch.obs, batch.reward, batch.env_id, batch.info["draw"]):
+            assert not a.flags.writeable
+            with pytest.raises(ValueError):
+                a[0] = 1
+        batch.send(np.arange(4) * 10)
+        stepped = await pool.recv()
+        by_env = dict(zip(stepped.env_id.tolist(), stepped.reward.tolist(), strict=True))
+        assert by_env == {0: 0.0, 1: 10.0, 2: 20.0, 3: 30.0}
+        assert np.all(stepped.info["elapsed_step"] == 1)
+
+
+@pytest.mark.asyncio
+async def test_seed_plus_i_matches_numpy_generator() -> None:
+    # The counting env draws one uniform at each reset: env i seeded s draws what
+    # np.random.default_rng(s + i) draws, and an unseeded reset continues that stream.
+    with counting(num_envs=3, batch_size=3, seed=5) as pool:
+        pool.async_reset()
+        first = await pool.recv()
+        order = np.argsort(first.env_id)
+        rngs = [np.random.default_rng(5 + i) for i in range(3)]
+        assert first.info["draw"][order].tolist() == [r.random() for r in rngs]
+        pool.async_reset()
+        again = await pool.recv()
+        order = np.argsort(again.env_id)
+        assert again.info["draw"][order].tolist() == [r.random() for r in rngs]
+        pool.async_reset(seed=100)
+        reseeded = await pool.recv()
+        order = np.argsort(reseeded.env_id)
+        assert reseeded.info["draw"][order].tolist() == [
+            np.random.default_rng(100 + i).random() for i in range(3)]
+
+
+@pytest.mark.asyncio
+async def test_same_trajectories_whatever_num_threads() -> None:
+    async def run(threads: int) -> list[np.ndarray]:
+        with counting(num_envs=6, batch_size=6, num_threads=threads, seed=3,
+                      episode_length=4) as pool:
+            pool.async_reset()
+            out = [np.array((await pool.recv()).info["draw"])]
+            rng = np.random.default_rng(0)
+            for _ in range(20):
+                b = await pool.step(rng.integers(0, 1000, size=6))
+                out.append(np.concatenate([b.obs.ravel(), b.reward, b.info["draw"]]))
+            return out
+
+    one, three = await run(1), await run(3)
+    assert all(np.array_equal(a, b) for a, b in zip(one[1:], three[1:], strict=True))
+    assert np.array_equal(np.sort(one[0]), np.sort(three[0]))
+
+
+@pytest.mark.asyncio
+async def test_step_returns_rows_ordered_by_env_id() -> None:
+    with counting(num_envs=8, batch_size=4, num_threads=2) as pool:
+        pool.async_reset()
+        await pool.recv()
+        await pool.recv()
+        batch = await pool.step(np.arange(8))
+        assert batch.env_id.tolist() == list(range(8))
+        assert batch.reward.tolist() == [float(i) for i in range(8)]
+        assert not batch.obs.flags.writeable
+
+
+def test_repr() -> None:
+    with counting(num_envs=2) as pool:
+        assert "Counting-v0" in repr(pool) and "open" in repr(pool)
+    assert "closed" in repr(pool)

@@ -1,0 +1,66 @@
+"""The seeding contract: env ``i`` of ``aiopool.make(id, num_envs=N, seed=s)`` draws exactly what
+``gymnasium.make(id)`` draws after ``reset(seed=s + i)``; an unseeded ``async_reset()`` continues
+each env's stream as gymnasium's unseeded ``reset()`` does; ``async_reset(seed=t)`` re-seeds env
+``i`` to ``t + i``. Classic-control resets are uniform draws from numpy's PCG64, so equal reset
+observations mean an equal stream."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+import aiopool
+
+NUM_ENVS = 3
+# CartPole draws 4 uniforms per reset, Pendulum 2 (from array bounds), MountainCar 1, Acrobot 4
+# (then rounds them to float32).
+ENV_IDS = ["CartPole-v1", "Pendulum-v1", "MountainCar-v0", "MountainCarContinuous-v0",
+           "Acrobot-v1"]
+SEEDS = [0, 7, 2**31 + 12345]
+
+
+async def _reset_obs(pool: aiopool.Pool, seed: int | None = None) -> npt.NDArray[np.float32]:
+    pool.async_reset(seed=seed)
+    batch = await pool.recv()
+    return np.asarray(batch.obs)[np.argsort(batch.env_id)]
+
+
+def _assert_same(got: npt.NDArray[np.float32], expected: list[npt.NDArray[np.float32]],
+                 what: str) -> None:
+    for i, exp in enumerate(expected):
+        assert got[i].tobytes() == exp.tobytes(), (
+            f"{what}: env {i} reset to {got[i].tolist()}, gymnasium to {exp.tolist()}")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("env_id", ENV_IDS)
+async def test_resets_draw_what_gymnasium_draws(env_id: str, seed: int) -> None:
+    envs = [gym.make(env_id) for _ in range(NUM_ENVS)]
+    with aiopool.make(env_id, num_envs=NUM_ENVS, num_threads=2, seed=seed) as pool:
+        first = await _reset_obs(pool)
+        _assert_same(first, [e.reset(seed=seed + i)[0] for i, e in enumerate(envs)],
+                     f"make(seed={seed})")
+
+        for k in range(3):
+            again = await _reset_obs(pool)
+            _assert_same(again, [e.reset()[0] for e in envs], f"unseeded reset {k + 1}")
+
+        reseed = seed + 1000
+        reseeded = await _reset_obs(pool, seed=reseed)
+        _assert_same(reseeded, [e.reset(seed=reseed + i)[0] for i, e in enumerate(envs)],
+                     f"async_reset(seed={reseed})")
+        after = await _reset_obs(pool)
+        _assert_same(after, [e.reset()[0] for e in envs], "unseeded reset after re-seeding")
+
+
+@pytest.mark.asyncio
+async def test_envs_of_one_pool_get_consecutive_seeds() -> None:
+    with aiopool.make("CartPole-v1", num_envs=NUM_ENVS, num_threads=2, seed=5) as a, \
+         aiopool.make("CartPole-v1", num_envs=1, num_threads=1, seed=7) as b:
+        obs_a = await _reset_obs(a)
+        obs_b = await _reset_obs(b)
+        assert obs_a[2].tobytes() == obs_b[0].tobytes()
+        assert obs_a[0].tobytes() != obs_a[1].tobytes()
