@@ -16,7 +16,7 @@ import os
 import time
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import Any
 
@@ -68,6 +68,8 @@ class Pool:
         self._action_space = spec.action_space
         self._action_dtype = np.dtype(spec.action_space.dtype)  # type: ignore[arg-type]
         self._action_shape = tuple(spec.action_space.shape or ())
+        # The doorbell and the finaliser must not reach `self`, or the pool is never collected.
+        self._take = _taker(native, self._returned, self._names, self._weak)
         self._doorbell = Doorbell(native, self._take, self._returned.appendleft)
         self._stage_seeds(self._all_ids, seed)
         self._finalizer = weakref.finalize(self, _release, native, self._doorbell)
@@ -286,14 +288,6 @@ class Pool:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _take(self, spin_ns: int = 0) -> Batch | None:
-        if self._returned:
-            return self._returned.popleft()
-        arrays = self._native.take(spin_ns)
-        if arrays is None:
-            return None
-        return Batch(arrays, self._names, self._weak)
-
     def _check_open(self) -> None:
         if self._state is PoolState.CLOSED:
             raise PoolClosed("the pool is closed")
@@ -367,6 +361,21 @@ def seed_states(seed: int | None, env_ids: npt.NDArray[np.int32]) -> npt.NDArray
         s, inc = int(st["state"]), int(st["inc"])
         out[row] = (s >> 64, s & mask, inc >> 64, inc & mask)
     return out
+
+
+def _taker(native: Any, returned: deque[Batch], names: tuple[str, ...],
+           weak: weakref.ReferenceType[Pool]) -> Callable[..., Batch | None]:
+    """take(spin_ns=0): a pushed-back batch first, then a ready block, else None."""
+
+    def take(spin_ns: int = 0) -> Batch | None:
+        if returned:
+            return returned.popleft()
+        arrays = native.take(spin_ns)
+        if arrays is None:
+            return None
+        return Batch(arrays, names, weak)
+
+    return take
 
 
 def _all_ids_of(native: Any) -> npt.NDArray[np.int32]:

@@ -1,0 +1,85 @@
+"""Bad input gets a clear error and the pool keeps working afterwards."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import Ledger, counting
+
+import aiopool
+
+
+def test_make_rejects_unknown_ids_kwargs_and_sizes() -> None:
+    with pytest.raises(ValueError, match="unknown env id 'CartPole-v9'.*did you mean"):
+        aiopool.make("CartPole-v9")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'gravity'.*valid: "
+                                        "sutton_barto_reward"):
+        aiopool.make("CartPole-v1", gravity=3.0)
+    with pytest.raises(TypeError, match="expected bool"):
+        aiopool.make("CartPole-v1", sutton_barto_reward=1)
+    with pytest.raises(ValueError, match="batch_size"):
+        aiopool.make("CartPole-v1", num_envs=2, batch_size=3)
+    with pytest.raises(ValueError, match="num_envs"):
+        aiopool.make("CartPole-v1", num_envs=0)
+    with pytest.raises(ValueError, match="autoreset"):
+        aiopool.make("CartPole-v1", autoreset="sometimes")
+    with pytest.raises(ValueError, match="seed"):
+        aiopool.make("CartPole-v1", seed=-1)
+
+
+def test_bad_sends_leave_the_pool_usable() -> None:
+    with counting(num_envs=4, batch_size=4, num_actions=5) as pool:
+        with pytest.raises(ValueError, match="has not been reset yet"):
+            pool.send(np.zeros(4, dtype=np.int64))
+        ledger = Ledger(4)
+        pool.async_reset()
+        ledger.record(pool.recv_blocking(timeout=5))
+        bad = [
+            (np.zeros(3, dtype=np.int64), None, r"shape \(3,\), expected \(4,\)"),
+            (np.zeros((4, 1), dtype=np.int64), None, r"shape \(4, 1\)"),
+            (np.zeros(4, dtype=np.float32), None, "dtype float32, expected integers"),
+            (np.array([0, 1, 2, 5]), None, r"actions\[3\] is 5, expected 0 <= action < 5"),
+            (np.array([0, -1, 2, 3]), None, r"actions\[1\] is -1"),
+            (np.zeros(2, dtype=np.int64), [0, 4], "env_ids contains 4"),
+            (np.zeros(2, dtype=np.int64), [1, 1], "names env 1 twice"),
+            (np.zeros(2, dtype=np.int64), [[0, 1]], "1-d array"),
+            (np.zeros(2, dtype=np.int64), [0.0, 1.0], "integers"),
+            (["a", "b", "c", "d"], None, "dtype <U1"),
+        ]
+        for actions, ids, match in bad:
+            with pytest.raises(ValueError, match=match):
+                pool.send(actions, ids)
+        pool.send(np.zeros(2, dtype=np.int64), [0, 1])
+        with pytest.raises(ValueError, match="env 1 still has an action in flight"):
+            pool.send(np.zeros(2, dtype=np.int64), [1, 2])
+        with pytest.raises(ValueError, match="still has an action in flight"):
+            pool.async_reset(env_ids=[0])
+        pool.send([1, 2], [2, 3])  # lists and small ints are fine
+        batch = pool.recv_blocking(timeout=5)
+        ledger.record(batch)
+        assert sorted(batch.reward.tolist()) == [0.0, 0.0, 1.0, 2.0]
+
+
+def test_continuous_actions_must_be_finite() -> None:
+    with aiopool.make("Pendulum-v1", num_envs=2) as pool:
+        pool.async_reset()
+        pool.recv_blocking(timeout=5)
+        for value in (np.nan, np.inf, -np.inf):
+            with pytest.raises(ValueError, match="must be finite"):
+                pool.send(np.array([[0.0], [value]], dtype=np.float32))
+        with pytest.raises(ValueError, match=r"shape \(2,\), expected \(2, 1\)"):
+            pool.send(np.zeros(2, dtype=np.float32))
+        pool.send(np.array([[100.0], [-100.0]]))  # out of range: clipped by the env, as gymnasium
+        batch = pool.recv_blocking(timeout=5)
+        assert np.all(np.isfinite(batch.obs))
+
+
+@pytest.mark.asyncio
+async def test_step_needs_idle_envs_and_divisible_batches() -> None:
+    with counting(num_envs=4, batch_size=3) as pool:
+        with pytest.raises(ValueError, match="divisible"):
+            await pool.step(np.zeros(4, dtype=np.int64))
+    with counting(num_envs=4, batch_size=2) as pool:
+        pool.async_reset()
+        with pytest.raises(ValueError, match="idle"):
+            await pool.step(np.zeros(4, dtype=np.int64))

@@ -1,0 +1,73 @@
+"""Batches are zero-copy views whose block is recycled only when the last view dies."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from helpers import counting
+
+
+@pytest.mark.asyncio
+async def test_kept_batches_stay_intact_while_the_pool_runs_on() -> None:
+    with counting(num_envs=8, batch_size=4) as pool:
+        pool.async_reset()
+        kept = []
+        copies = []
+        async for batch in pool.stream():
+            kept.append(batch)
+            copies.append((batch.obs.copy(), batch.env_id.copy(), batch.reward.copy()))
+            batch.send(np.full(len(batch), len(kept) % 1000, dtype=np.int64))
+            if len(kept) == 300:
+                break
+        for batch, (obs, env_id, reward) in zip(kept, copies, strict=True):
+            assert np.array_equal(batch.obs, obs)
+            assert np.array_equal(batch.env_id, env_id)
+            assert np.array_equal(batch.reward, reward)
+        assert pool._native.blocks_allocated >= 300  # kept blocks were never reused
+
+
+@pytest.mark.asyncio
+async def test_dropped_batches_are_recycled() -> None:
+    with counting(num_envs=8, batch_size=4) as pool:
+        pool.async_reset()
+        n = 0
+        async for batch in pool.stream():
+            batch.send(np.zeros(len(batch), dtype=np.int64))
+            n += 1
+            if n == 2000:
+                break
+        assert pool._native.blocks_allocated < 20
+
+
+@pytest.mark.asyncio
+async def test_views_outlive_the_pool() -> None:
+    pool = counting(num_envs=4, batch_size=4)
+    pool.async_reset()
+    batch = await pool.recv()
+    obs, info = batch.obs, batch.info
+    expected = obs.copy()
+    pool.close()
+    del pool, batch
+    gc.collect()
+    churn = [np.full(obs.shape, 7, dtype=np.int64) for _ in range(100)]  # reuse freed memory
+    assert np.array_equal(obs, expected)
+    assert info["draw"].shape == (4,)
+    del churn
+
+
+@pytest.mark.asyncio
+async def test_batch_send_after_the_pool_is_gone() -> None:
+    import aiopool
+
+    pool = counting(num_envs=2, batch_size=2)
+    pool.async_reset()
+    batch = await pool.recv()
+    pool.close()
+    with pytest.raises(aiopool.PoolClosed):
+        batch.send(np.zeros(2, dtype=np.int64))
+    del pool
+    gc.collect()
+    with pytest.raises(aiopool.PoolClosed):
+        batch.send(np.zeros(2, dtype=np.int64))

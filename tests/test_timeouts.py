@@ -1,0 +1,64 @@
+"""recv(timeout=) raises TimeoutError; recv() that could never complete raises at once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+from helpers import counting
+
+import aiopool
+
+
+@pytest.mark.asyncio
+async def test_recv_timeout_raises_and_the_batch_still_arrives() -> None:
+    with counting(num_envs=2, batch_size=2, step_ns=100_000_000) as pool:
+        pool.async_reset()
+        await pool.recv()
+        pool.send(np.zeros(2, dtype=np.int64))
+        start = time.monotonic()
+        with pytest.raises(TimeoutError):
+            await pool.recv(timeout=0.02)
+        assert time.monotonic() - start < 0.09
+        batch = await pool.recv(timeout=5)
+        assert sorted(batch.env_id.tolist()) == [0, 1]
+
+
+@pytest.mark.asyncio
+async def test_recv_with_nothing_in_flight_raises_at_once() -> None:
+    with counting(num_envs=4, batch_size=4) as pool:
+        with pytest.raises(aiopool.NothingInFlight, match="0 env steps are in flight"):
+            await pool.recv()
+        pool.async_reset(env_ids=[0, 1])
+        with pytest.raises(aiopool.NothingInFlight, match="at least 2 more envs"):
+            await asyncio.wait_for(pool.recv(), 1)
+        pool.async_reset(env_ids=[2, 3])
+        assert len(await pool.recv(timeout=5)) == 4
+        with pytest.raises(aiopool.NothingInFlight):
+            pool.recv_blocking()
+
+
+@pytest.mark.asyncio
+async def test_a_second_receiver_without_enough_in_flight_raises() -> None:
+    with counting(num_envs=2, batch_size=2, step_ns=50_000_000) as pool:
+        pool.async_reset()
+        await pool.recv()
+        pool.send(np.zeros(2, dtype=np.int64))
+        first = asyncio.create_task(pool.recv())
+        while pool._doorbell.num_waiting == 0:
+            await asyncio.sleep(0)
+        with pytest.raises(aiopool.NothingInFlight, match="1 other receivers waiting"):
+            await pool.recv()
+        assert len(await first) == 2
+
+
+def test_recv_blocking_timeout() -> None:
+    with counting(num_envs=2, batch_size=2, step_ns=100_000_000) as pool:
+        pool.async_reset()
+        pool.recv_blocking(timeout=5)
+        pool.send(np.zeros(2, dtype=np.int64))
+        with pytest.raises(TimeoutError):
+            pool.recv_blocking(timeout=0.01)
+        assert len(pool.recv_blocking(timeout=5)) == 2
