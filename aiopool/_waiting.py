@@ -14,6 +14,7 @@ moves it (the old loop's futures are dropped: their loop is gone or no longer wa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -57,10 +58,8 @@ class Doorbell:
             if fut.done() and not fut.cancelled() and fut.exception() is None:
                 self._push_back(fut.result())
             else:
-                try:
+                with contextlib.suppress(ValueError):
                     self._waiters.remove(fut)
-                except ValueError:
-                    pass
             raise
 
     def _move_to(self, loop: asyncio.AbstractEventLoop) -> None:

@@ -66,7 +66,7 @@ class Pool:
         self._last_yield = time.perf_counter_ns()
         self._ever_reset = False
         self._action_space = spec.action_space
-        self._action_dtype = np.dtype(spec.action_space.dtype)  # type: ignore[arg-type]
+        self._action_dtype = np.dtype(spec.action_space.dtype)
         self._action_shape = tuple(spec.action_space.shape or ())
         # The doorbell and the finaliser must not reach `self`, or the pool is never collected.
         self._take = _taker(native, self._returned, self._names, self._weak)

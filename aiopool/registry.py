@@ -6,7 +6,7 @@ import difflib
 import os
 from typing import Any
 
-from ._native import _core
+from ._native import _core  # the extension module built from _native/bindings.cc
 from .pool import Pool
 from .spec import EnvSpec
 

@@ -42,7 +42,7 @@ class EnvSpec:
     def from_native(cls, env_id: str, native: dict[str, Any], config: dict[str, Any]) -> EnvSpec:
         return cls(
             id=env_id,
-            observation_space=_space(native["observation_space"]),  # type: ignore[arg-type]
+            observation_space=_space(native["observation_space"]),  # type: ignore[arg-type,unused-ignore]
             action_space=_space(native["action_space"]),
             max_episode_steps=int(native["max_episode_steps"]),
             info=tuple(InfoField(n, np.dtype(d), tuple(s)) for n, d, s in native["info"]),
@@ -57,4 +57,4 @@ def _space(d: dict[str, Any]) -> gym.spaces.Space[Any]:
     shape = tuple(d["shape"])
     low = np.array(d["low"], dtype=np.float64).reshape(shape).astype(dtype)
     high = np.array(d["high"], dtype=np.float64).reshape(shape).astype(dtype)
-    return gym.spaces.Box(low=low, high=high, shape=shape, dtype=dtype)  # type: ignore[arg-type]
+    return gym.spaces.Box(low=low, high=high, shape=shape, dtype=dtype)

@@ -13,7 +13,10 @@ import uvloop
 _HANDLER_CALLS: list[dict[str, Any]] = []
 
 
-def _recording(factory: Callable[[], asyncio.AbstractEventLoop]) -> Callable[[], asyncio.AbstractEventLoop]:
+LoopFactory = Callable[[], asyncio.AbstractEventLoop]
+
+
+def _recording(factory: LoopFactory) -> LoopFactory:
     def make() -> asyncio.AbstractEventLoop:
         loop = factory()
         loop.set_exception_handler(lambda _loop, context: _HANDLER_CALLS.append(context))
@@ -22,8 +25,9 @@ def _recording(factory: Callable[[], asyncio.AbstractEventLoop]) -> Callable[[],
     return make
 
 
-def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
-    return {"asyncio": _recording(asyncio.new_event_loop), "uvloop": _recording(uvloop.new_event_loop)}
+def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, LoopFactory]:
+    return {"asyncio": _recording(asyncio.new_event_loop),
+            "uvloop": _recording(uvloop.new_event_loop)}
 
 
 @pytest.fixture(autouse=True)

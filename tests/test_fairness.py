@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 import numpy as np
@@ -41,7 +42,7 @@ async def test_other_tasks_are_not_starved() -> None:
         stop = True
         await task
         longest, run = 0, 1
-        for a, b in zip(ticks_at_batch, ticks_at_batch[1:], strict=False):
+        for a, b in itertools.pairwise(ticks_at_batch):
             run = run + 1 if a == b else 1
             longest = max(longest, run)
         assert longest <= _YIELD_EVERY + 1, f"{longest} batches in a row without a tick"

@@ -53,13 +53,11 @@ inline int64_t now_ns() {
 }
 
 inline void futex_wait(std::atomic<uint32_t>* addr, uint32_t expected) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), FUTEX_WAIT_PRIVATE, expected, nullptr,
-          nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
 }
 
 inline void futex_wake(std::atomic<uint32_t>* addr, int count) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), FUTEX_WAKE_PRIVATE, count, nullptr,
-          nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), FUTEX_WAKE_PRIVATE, count, nullptr, nullptr, 0);
 }
 
 class ActionQueue {

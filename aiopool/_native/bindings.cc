@@ -32,24 +32,36 @@ namespace {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::kBool: return "bool";
-    case DType::kUInt8: return "uint8";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
+    case DType::kBool:
+      return "bool";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
   }
   return "?";
 }
 
 nb::dlpack::dtype dlpack_dtype(DType t) {
   switch (t) {
-    case DType::kBool: return nb::dtype<bool>();
-    case DType::kUInt8: return nb::dtype<uint8_t>();
-    case DType::kInt32: return nb::dtype<int32_t>();
-    case DType::kInt64: return nb::dtype<int64_t>();
-    case DType::kFloat32: return nb::dtype<float>();
-    case DType::kFloat64: return nb::dtype<double>();
+    case DType::kBool:
+      return nb::dtype<bool>();
+    case DType::kUInt8:
+      return nb::dtype<uint8_t>();
+    case DType::kInt32:
+      return nb::dtype<int32_t>();
+    case DType::kInt64:
+      return nb::dtype<int64_t>();
+    case DType::kFloat32:
+      return nb::dtype<float>();
+    case DType::kFloat64:
+      return nb::dtype<double>();
   }
   return nb::dtype<uint8_t>();
 }
@@ -74,9 +86,12 @@ nb::dict space_dict(const Space& s) {
 
 const char* kind_name(ConfigKey::Kind k) {
   switch (k) {
-    case ConfigKey::Kind::kBool: return "bool";
-    case ConfigKey::Kind::kInt: return "int";
-    case ConfigKey::Kind::kFloat: return "float";
+    case ConfigKey::Kind::kBool:
+      return "bool";
+    case ConfigKey::Kind::kInt:
+      return "int";
+    case ConfigKey::Kind::kFloat:
+      return "float";
   }
   return "?";
 }
@@ -126,7 +141,8 @@ NB_MODULE(_core, m) {
   m.def("env_config", [](const std::string& id) {
     const EnvEntry& e = Registry::get().find(id);
     nb::list keys;
-    for (const ConfigKey& k : e.config_keys()) keys.append(nb::make_tuple(k.name, kind_name(k.kind), k.default_value));
+    for (const ConfigKey& k : e.config_keys())
+      keys.append(nb::make_tuple(k.name, kind_name(k.kind), k.default_value));
     return nb::make_tuple(keys, e.max_episode_steps);
   });
 
@@ -145,8 +161,9 @@ NB_MODULE(_core, m) {
             o.max_episode_steps = max_episode_steps;
             new (self) PyPool(Registry::get().find(id), Config(config), o);
           },
-          nb::arg("env_id"), nb::arg("config"), nb::arg("num_envs"), nb::arg("batch_size"), nb::arg("num_threads"),
-          nb::arg("autoreset"), nb::arg("worker_spin_ns"), nb::arg("max_episode_steps"))
+          nb::arg("env_id"), nb::arg("config"), nb::arg("num_envs"), nb::arg("batch_size"),
+          nb::arg("num_threads"), nb::arg("autoreset"), nb::arg("worker_spin_ns"),
+          nb::arg("max_episode_steps"))
       .def_prop_ro("spec",
                    [](PyPool& p) {
                      const EnvSpec& s = p.spec();
@@ -176,7 +193,8 @@ NB_MODULE(_core, m) {
       .def("reset", [](PyPool& p, IdArray ids) { p.reset(ids.data(), ids.shape(0)); })
       .def("send",
            [](PyPool& p, nb::ndarray<nb::c_contig, nb::device::cpu> actions, IdArray ids) {
-             p.send(static_cast<const std::byte*>(actions.data()), actions.nbytes(), ids.data(), ids.shape(0));
+             p.send(static_cast<const std::byte*>(actions.data()), actions.nbytes(), ids.data(),
+                    ids.shape(0));
            })
       .def("take",
            [](PyPool& p, int64_t spin_ns) -> nb::object {

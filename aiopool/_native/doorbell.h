@@ -49,8 +49,7 @@ class ReadyQueue {
       count_.fetch_add(1, std::memory_order_seq_cst);
       if (blocking_waiters_ > 0) cv_.notify_all();
     }
-    if (armed_.load(std::memory_order_seq_cst) && armed_.exchange(false, std::memory_order_seq_cst))
-      ring();
+    if (armed_.load(std::memory_order_seq_cst) && armed_.exchange(false, std::memory_order_seq_cst)) ring();
   }
 
   // Consumer side. ~2 ns when empty.

@@ -104,8 +104,8 @@ class Config {
 struct EnvSpec {
   Space observation_space;
   Space action_space;
-  std::vector<Field> info;     // extras the env writes in write(), in this order
-  int max_episode_steps = 0;   // gymnasium's TimeLimit; set by the registry; 0 = none
+  std::vector<Field> info;    // extras the env writes in write(), in this order
+  int max_episode_steps = 0;  // gymnasium's TimeLimit; set by the registry; 0 = none
   // How many env-steps a worker takes from the queue at once. 1 suits envs that take
   // microseconds; envs that step in tens of nanoseconds (classic control) raise it so a
   // queue operation does not cost more than the step itself.
@@ -121,8 +121,8 @@ struct StepResult {
 
 // The row a worker claimed in a batch block, handed to Env::write.
 struct Row {
-  void* obs;                // observation_space.shape elements of observation_space.dtype
-  void* const* info;        // one pointer per EnvSpec::info field, in order
+  void* obs;          // observation_space.shape elements of observation_space.dtype
+  void* const* info;  // one pointer per EnvSpec::info field, in order
 
   template <class T>
   T* obs_as() const {

@@ -163,11 +163,11 @@ class Pool {
                                     " still has an action in flight; receive its result before "
                                     "sending it another");
       if (need_reset_ok && needs_reset_[i])
-        throw std::invalid_argument(
-            std::string(what) + ": env " + std::to_string(id) +
-            (needs_reset_[i] == kEnded ? " ended its episode and autoreset is 'disabled'; call "
-                                         "async_reset(env_ids=[...]) for it first"
-                                       : " has not been reset yet; call async_reset() first"));
+        throw std::invalid_argument(std::string(what) + ": env " + std::to_string(id) +
+                                    (needs_reset_[i] == kEnded
+                                         ? " ended its episode and autoreset is 'disabled'; call "
+                                           "async_reset(env_ids=[...]) for it first"
+                                         : " has not been reset yet; call async_reset() first"));
     }
   }
 
@@ -180,8 +180,8 @@ class Pool {
       for (std::size_t j = 0; j < k; ++j)
         if (v[j] < 0 || v[j] >= a.n)
           throw std::invalid_argument("actions[" + std::to_string(j) + "] is " + std::to_string(v[j]) +
-                                      ", expected 0 <= action < " + std::to_string(a.n) +
-                                      " (Discrete(" + std::to_string(a.n) + "))");
+                                      ", expected 0 <= action < " + std::to_string(a.n) + " (Discrete(" +
+                                      std::to_string(a.n) + "))");
       return;
     }
     auto check = [&](auto* v) {

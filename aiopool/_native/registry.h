@@ -39,8 +39,7 @@ class Registry {
   }
   bool add(EnvEntry e) {
     const std::string id = e.id;
-    if (!entries_.emplace(id, std::move(e)).second)
-      throw std::logic_error("env id registered twice: " + id);
+    if (!entries_.emplace(id, std::move(e)).second) throw std::logic_error("env id registered twice: " + id);
     return true;
   }
   const EnvEntry& find(const std::string& id) const {
@@ -79,6 +78,6 @@ EnvEntry entry_for(const char* id, int max_episode_steps) {
 
 #define AIOPOOL_CONCAT_INNER(a, b) a##b
 #define AIOPOOL_CONCAT(a, b) AIOPOOL_CONCAT_INNER(a, b)
-#define AIOPOOL_REGISTER_ENV(id, Class, max_episode_steps)                               \
-  static const bool AIOPOOL_CONCAT(aiopool_registered_, __COUNTER__) =                  \
+#define AIOPOOL_REGISTER_ENV(id, Class, max_episode_steps)             \
+  static const bool AIOPOOL_CONCAT(aiopool_registered_, __COUNTER__) = \
       ::aiopool::Registry::get().add(::aiopool::entry_for<Class>(id, max_episode_steps))

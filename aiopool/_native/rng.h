@@ -43,8 +43,7 @@ class Rng {
   uint64_t state_lo() const { return static_cast<uint64_t>(state_); }
 
  private:
-  static constexpr u128 kMultiplier =
-      (u128(2549297995355413924ULL) << 64) | u128(4865540595714422341ULL);
+  static constexpr u128 kMultiplier = (u128(2549297995355413924ULL) << 64) | u128(4865540595714422341ULL);
   u128 state_ = 0;
   u128 inc_ = 1;
 };

@@ -139,7 +139,8 @@ class EnvRunner final : public Runner {
   void write_env(const State& s, const RowRef& ref, int obs_field, int first_info) {
     const Layout& L = *out.layout;
     std::array<void*, kMaxInfoFields> info;
-    for (int k = 0; k < L.num_info; ++k) info[static_cast<std::size_t>(k)] = ref.block->at(L, first_info + k, ref.row);
+    for (int k = 0; k < L.num_info; ++k)
+      info[static_cast<std::size_t>(k)] = ref.block->at(L, first_info + k, ref.row);
     Row row{ref.block->at(L, obs_field, ref.row), info.data()};
     s.env.write(row);
   }

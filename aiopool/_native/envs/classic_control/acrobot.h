@@ -29,8 +29,12 @@ class Acrobot {
   static EnvSpec spec(const Config&) {
     const double v1 = static_cast<float>(kMaxVel1), v2 = static_cast<float>(kMaxVel2);
     EnvSpec s;
-    s.observation_space = {Space::Kind::kBox, DType::kFloat32, {6}, {-1.0, -1.0, -1.0, -1.0, -v1, -v2},
-                           {1.0, 1.0, 1.0, 1.0, v1, v2}, 0};
+    s.observation_space = {Space::Kind::kBox,
+                           DType::kFloat32,
+                           {6},
+                           {-1.0, -1.0, -1.0, -1.0, -v1, -v2},
+                           {1.0, 1.0, 1.0, 1.0, v1, v2},
+                           0};
     s.action_space = {Space::Kind::kDiscrete, DType::kInt64, {}, {}, {}, 3};
     s.chunk = 15;
     return s;
@@ -99,15 +103,16 @@ class Acrobot {
   static Vec dsdt(const Vec& y) {
     const double a = y[4];
     const double theta1 = y[0], theta2 = y[1], dtheta1 = y[2], dtheta2 = y[3];
-    const double d1 = kM1 * (kLc1 * kLc1) + kM2 * ((kL1 * kL1) + (kLc2 * kLc2) + 2 * kL1 * kLc2 * std::cos(theta2)) +
-                      kI1 + kI2;
+    const double d1 = kM1 * (kLc1 * kLc1) +
+                      kM2 * ((kL1 * kL1) + (kLc2 * kLc2) + 2 * kL1 * kLc2 * std::cos(theta2)) + kI1 + kI2;
     const double d2 = kM2 * ((kLc2 * kLc2) + kL1 * kLc2 * std::cos(theta2)) + kI2;
     const double phi2 = kM2 * kLc2 * kG * std::cos(theta1 + theta2 - std::numbers::pi / 2.0);
     const double phi1 = -kM2 * kL1 * kLc2 * pow(dtheta2, 2) * std::sin(theta2) -
                         2 * kM2 * kL1 * kLc2 * dtheta2 * dtheta1 * std::sin(theta2) +
                         (kM1 * kLc1 + kM2 * kL1) * kG * std::cos(theta1 - std::numbers::pi / 2) + phi2;
-    const double ddtheta2 = (a + d2 / d1 * phi1 - kM2 * kL1 * kLc2 * pow(dtheta1, 2) * std::sin(theta2) - phi2) /
-                            (kM2 * (kLc2 * kLc2) + kI2 - pow(d2, 2) / d1);
+    const double ddtheta2 =
+        (a + d2 / d1 * phi1 - kM2 * kL1 * kLc2 * pow(dtheta1, 2) * std::sin(theta2) - phi2) /
+        (kM2 * (kLc2 * kLc2) + kI2 - pow(d2, 2) / d1);
     const double ddtheta1 = -(d2 * ddtheta2 + phi1) / d1;
     return {dtheta1, dtheta2, ddtheta1, ddtheta2, 0.0};
   }

@@ -33,7 +33,8 @@ class CartPole {
     const double theta = static_cast<float>(kThetaThreshold * 2);
     const double inf = std::numeric_limits<double>::infinity();
     EnvSpec s;
-    s.observation_space = {Space::Kind::kBox, DType::kFloat32, {4}, {-x, -inf, -theta, -inf}, {x, inf, theta, inf}, 0};
+    s.observation_space = {Space::Kind::kBox,        DType::kFloat32,      {4},
+                           {-x, -inf, -theta, -inf}, {x, inf, theta, inf}, 0};
     s.action_space = {Space::Kind::kDiscrete, DType::kInt64, {}, {}, {}, 2};
     s.chunk = 15;
     return s;

@@ -21,7 +21,8 @@ class MountainCar {
   static std::vector<ConfigKey> config_keys() { return {{"goal_velocity", ConfigKey::Kind::kFloat, 0.0}}; }
 
   static EnvSpec spec(const Config&) {
-    // gymnasium: Box(np.array([min_position, -max_speed], float32), np.array([max_position, max_speed], float32)).
+    // gymnasium: Box(np.array([min_position, -max_speed], float32), np.array([max_position, max_speed],
+    // float32)).
     const double pmin = static_cast<float>(kMinPosition), pmax = static_cast<float>(kMaxPosition);
     const double vmin = static_cast<float>(-kMaxSpeed), vmax = static_cast<float>(kMaxSpeed);
     EnvSpec s;

@@ -24,7 +24,8 @@ class Pendulum {
 
   static EnvSpec spec(const Config&) {
     EnvSpec s;
-    s.observation_space = {Space::Kind::kBox, DType::kFloat32, {3}, {-1.0, -1.0, -kMaxSpeed}, {1.0, 1.0, kMaxSpeed}, 0};
+    s.observation_space = {Space::Kind::kBox,        DType::kFloat32,       {3},
+                           {-1.0, -1.0, -kMaxSpeed}, {1.0, 1.0, kMaxSpeed}, 0};
     s.action_space = {Space::Kind::kBox, DType::kFloat32, {1}, {-kMaxTorque}, {kMaxTorque}, 0};
     s.chunk = 15;
     return s;
@@ -45,7 +46,8 @@ class Pendulum {
     // A Python float times an np.float32 is a float32 product with the Python float rounded
     // to float32; float32 + float64 is float64.
     const float u_cost = static_cast<float>(0.001) * powf(u, 2.0f);
-    const double costs = pow(angle_normalize(th_), 2.0) + 0.1 * pow(thdot_, 2.0) + static_cast<double>(u_cost);
+    const double costs =
+        pow(angle_normalize(th_), 2.0) + 0.1 * pow(thdot_, 2.0) + static_cast<double>(u_cost);
     const float u_acc = static_cast<float>(3.0 / (kM * kL * kL)) * u;
     double newthdot = thdot_ + (3 * g_ / (2 * kL) * std::sin(th_) + static_cast<double>(u_acc)) * kDt;
     newthdot = clip(newthdot, -kMaxSpeed, kMaxSpeed);
