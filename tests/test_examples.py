@@ -1,0 +1,18 @@
+"""The examples run with a tiny budget and print sensible results."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+
+import demo  # noqa: E402
+
+
+def test_demo_runs_and_a_random_policy_scores_like_one() -> None:
+    out = asyncio.run(demo.main(demo.Args(seconds=0.5, num_envs=16, batch_size=8)))
+    assert out["steps"] > 1000
+    assert out["episodes"] > 10
+    assert 10 < out["mean_return"] < 40  # a random CartPole policy averages ~22
