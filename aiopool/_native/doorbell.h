@@ -37,7 +37,12 @@ class ReadyQueue {
     fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (fd_ < 0) throw std::runtime_error("eventfd failed: errno " + std::to_string(errno));
   }
-  ~ReadyQueue() { close_fd(); }
+  // The fd closes only here, never in Pool::close(): a loop thread may still be in drain()
+  // while another thread closes the pool, and a closed-then-reused fd number would make that
+  // drain read someone else's eventfd. (The Python side removes its reader before close.)
+  ~ReadyQueue() {
+    if (fd_ >= 0) ::close(fd_);
+  }
   ReadyQueue(const ReadyQueue&) = delete;
   ReadyQueue& operator=(const ReadyQueue&) = delete;
 
@@ -117,13 +122,6 @@ class ReadyQueue {
 
   int fd() const { return fd_; }
   std::size_t size() const { return count_.load(std::memory_order_seq_cst); }
-
-  void close_fd() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-  }
 
  private:
   void ring() {

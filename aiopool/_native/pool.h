@@ -127,13 +127,13 @@ class Pool {
   int fd() const { return ready_.fd(); }
   bool wait(double timeout_s) { return ready_.wait(timeout_s, closed_); }
 
-  // Call without the GIL. Joins workers; blocks nobody took go back to the store.
+  // Call without the GIL. Joins workers; blocks nobody took go back to the store. The eventfd
+  // stays open until the pool is destroyed (see ~ReadyQueue).
   void close() {
     if (closed_.exchange(true, std::memory_order_acq_rel)) return;
     ready_.wake_waiters();
     if (workers_) workers_->stop();
     for (Block* b : ready_.take_all()) store_->release(b);
-    ready_.close_fd();
   }
 
  private:

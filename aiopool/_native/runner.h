@@ -101,6 +101,7 @@ class EnvRunner final : public Runner {
       reset(s);
       const RowRef ref = out.ring->claim();
       write(s, ref, id, StepResult{});
+      clear_final(ref);
       out.commit(ref);
       return;
     }
@@ -124,8 +125,18 @@ class EnvRunner final : public Runner {
     } else {
       s.ended = ended;
       write(s, ref, id, r, s.ret, s.length);
+      clear_final(ref);
     }
     out.commit(ref);
+  }
+
+  // same_step only: rows that did not end an episode get zeros in final_obs / final_info
+  // (blocks are recycled, so they would otherwise hold an older row's values).
+  void clear_final(const RowRef& ref) {
+    const Layout& L = *out.layout;
+    if (L.final_obs < 0) return;
+    for (std::size_t f = static_cast<std::size_t>(L.final_obs); f < L.fields.size(); ++f)
+      std::memset(ref.block->at(L, static_cast<int>(f), ref.row), 0, L.fields[f].row_bytes);
   }
 
   void reset(State& s) {
