@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
-import demo  # noqa: E402
+import demo
 
 
 def test_demo_runs_and_a_random_policy_scores_like_one() -> None:

@@ -1,9 +1,11 @@
 // ④ Batch blocks: rows claimed in finish order; the last writer publishes.
 //
 // A block holds batch_size rows of every field (obs, reward, ..., family extras) as one array
-// per field, laid out by `Layout`. Workers claim rows with one fetch_add on `next_row_` after an
-// env has stepped, write the row in place, and count it in `rows_done`; the writer that brings
-// the count to batch_size owns the finished block and hands it to the ReadyQueue.
+// per field, laid out by `Layout`. A worker claims rows with one fetch_add on `next_row_` once
+// the envs of its ticket have stepped (one row per env; a ticket names 1 env for costly envs,
+// up to 15 for cheap ones), writes them in place, and counts them in `rows_done` once per
+// block; the writer that brings the count to batch_size owns the finished block and hands it
+// to the ReadyQueue.
 //
 // Blocks live in a BlockStore shared (shared_ptr) by the pool and by every numpy view handed
 // out: a block returns to the free list only when the last view of it dies, so a batch kept by
@@ -11,10 +13,10 @@
 //
 // Ring of slots: row index i belongs to block sequence s = i / batch_size, which lives in slot
 // s % R. A slot is tagged with the sequence it currently serves (`seq`, release on refill,
-// acquire on claim). The last writer of block s refills its slot with a fresh block for s + R.
-// A writer whose slot still serves an older block waits (rare: it needs an earlier block's
-// writer to be descheduled mid-row); every earlier row is already claimed by a running writer,
-// so the wait always ends.
+// acquire in block_for). The last writer of block s refills its slot with a fresh block for
+// s + R. A writer whose slot still serves an older block waits (rare: it needs an earlier
+// block's writer to be descheduled mid-row). Every earlier row is already claimed by a running
+// writer, and a writer commits each block before it asks for the next, so the wait ends.
 #pragma once
 
 #include <atomic>
@@ -137,13 +139,6 @@ class BlockStore {
   std::vector<Block*> free_;
 };
 
-// Where a claimed row lives until its writer commits it.
-struct RowRef {
-  Block* block;
-  int row;
-  uint64_t seq;
-};
-
 class BlockRing {
  public:
   BlockRing(std::shared_ptr<BlockStore> store, int num_slots)
@@ -157,10 +152,11 @@ class BlockRing {
     for (auto& s : slots_) store_->release(s.block);
   }
 
-  RowRef claim() {
-    const uint64_t b = static_cast<uint64_t>(store_->layout().batch_size);
-    const uint64_t idx = next_row_.fetch_add(1, std::memory_order_relaxed);
-    const uint64_t seq = idx / b;
+  // Claim n consecutive row indices (one ticket's envs, once they have all stepped).
+  uint64_t claim(uint32_t n) { return next_row_.fetch_add(n, std::memory_order_relaxed); }
+
+  // The block serving sequence `seq`, once its slot has been refilled for it.
+  Block* block_for(uint64_t seq) {
     Slot& slot = slots_[seq % slots_.size()];
     for (int spins = 0; slot.seq.load(std::memory_order_acquire) != seq; ++spins) {
       if (spins < 64)
@@ -168,18 +164,18 @@ class BlockRing {
       else
         std::this_thread::yield();
     }
-    return {slot.block, static_cast<int>(idx % b), seq};
+    return slot.block;
   }
 
-  // Count the written row. Returns the block if this row completed it (the caller publishes
-  // it); the slot is then refilled for sequence seq + R.
-  Block* commit(const RowRef& ref) {
+  // Count `rows` written rows of block `seq`. Returns the block if they completed it (the
+  // caller publishes it); its slot is then refilled for sequence seq + R.
+  Block* commit(Block* block, uint64_t seq, int rows) {
     const int b = store_->layout().batch_size;
-    if (ref.block->rows_done.fetch_add(1, std::memory_order_acq_rel) + 1 != b) return nullptr;
-    Slot& slot = slots_[ref.seq % slots_.size()];
+    if (block->rows_done.fetch_add(rows, std::memory_order_acq_rel) + rows != b) return nullptr;
+    Slot& slot = slots_[seq % slots_.size()];
     slot.block = store_->acquire();
-    slot.seq.store(ref.seq + slots_.size(), std::memory_order_release);
-    return ref.block;
+    slot.seq.store(seq + slots_.size(), std::memory_order_release);
+    return block;
   }
 
  private:

@@ -3,10 +3,11 @@
 // `Runner` is what a worker sees: run(ticket) steps or resets every env the ticket names. The
 // per-env orders (step or reset, the action bytes, a new seed) were staged by the Python thread
 // before the ticket was pushed. `EnvRunner<E>` is the one place that knows an env's class: it
-// keeps the per-env state (env, rng, time limit, episode statistics, autoreset bookkeeping),
-// claims a row once the env has stepped (finish order), lets the env write obs + extras into
-// it, fills the runner's own fields and commits. Workers touch env i only while holding its
-// ticket; nothing here touches Python.
+// keeps the per-env state (env, rng, time limit, episode statistics, autoreset bookkeeping).
+// A ticket runs in two phases: (1) advance every env it names; (2) claim that many rows with
+// one fetch_add (finish order, per ticket), let each env write obs + extras into its row, fill
+// the runner's own fields and commit each block once. Workers touch env i only while holding
+// its ticket; nothing here touches Python.
 #pragma once
 
 #include <array>
@@ -43,9 +44,9 @@ struct Output {
   std::atomic<uint64_t>* published_rows = nullptr;
   const Layout* layout = nullptr;
 
-  void commit(const RowRef& ref) {
-    if (Block* done = ring->commit(ref)) {
-      ready->push(done);  // before the count: see Pool::rows_pending
+  void commit(Block* block, uint64_t seq, int rows) {
+    if (Block* done = ring->commit(block, seq, rows)) {
+      ready->push(done);  // before the count: see Pool::rows_unpublished
       published_rows->fetch_add(static_cast<uint64_t>(layout->batch_size), std::memory_order_seq_cst);
     }
   }
@@ -65,8 +66,13 @@ class EnvRunner final : public Runner {
   EnvRunner(const Config& config, const EnvSpec& spec, int num_envs, AutoReset mode)
       : spec_(spec), mode_(mode) {
     if (spec.info.size() > kMaxInfoFields) throw std::invalid_argument("too many info fields");
+    std::size_t final_bytes = 0;
+    if (mode == AutoReset::kSameStep) {
+      final_bytes = spec.observation_space.nbytes();
+      for (const Field& f : spec.info) final_bytes += f.nbytes();
+    }
     states_.reserve(static_cast<std::size_t>(num_envs));
-    for (int i = 0; i < num_envs; ++i) states_.emplace_back(config);
+    for (int i = 0; i < num_envs; ++i) states_.emplace_back(config, final_bytes);
     const std::size_t n = static_cast<std::size_t>(num_envs);
     orders.action_bytes = spec.action_space.nbytes();
     orders.reset.assign(n, 0);
@@ -76,34 +82,61 @@ class EnvRunner final : public Runner {
   }
 
   void run(const Ticket& ticket) override {
-    for (uint32_t i = 0; i < ticket.count; ++i) run_one(static_cast<int>(ticket.env_ids[i]));
+    std::array<Outcome, kTicketEnvs> outcomes;
+    const uint32_t n = ticket.count;
+    for (uint32_t i = 0; i < n; ++i) outcomes[i] = advance(static_cast<int>(ticket.env_ids[i]));
+
+    const Layout& L = *out.layout;
+    const auto b = static_cast<uint64_t>(L.batch_size);
+    const uint64_t first = out.ring->claim(n);
+    uint64_t seq = first / b;
+    int row = static_cast<int>(first % b);
+    int in_block = 0;
+    Block* block = out.ring->block_for(seq);
+    for (uint32_t i = 0; i < n; ++i) {
+      write(static_cast<int>(ticket.env_ids[i]), outcomes[i], *block, row);
+      ++in_block;
+      if (++row == L.batch_size) {
+        out.commit(block, seq, in_block);  // before asking for the next block: see BlockRing
+        ++seq;
+        row = 0;
+        in_block = 0;
+        if (i + 1 < n) block = out.ring->block_for(seq);
+      }
+    }
+    if (in_block > 0) out.commit(block, seq, in_block);
   }
 
  private:
   struct State {
-    explicit State(const Config& config) : env(config) {}
+    State(const Config& config, std::size_t final_bytes) : env(config), final_row(final_bytes) {}
     E env;
     Rng rng;
     int elapsed = 0;
     int length = 0;
     double ret = 0.0;
-    bool ended = false;  // the last step ended the episode (next_step resets on the next one)
+    bool ended = false;                // the last step ended the episode (next_step resets next)
+    std::vector<std::byte> final_row;  // same_step: terminal obs + extras, until written
   };
 
-  void run_one(int id) {
-    State& s = states_[static_cast<std::size_t>(id)];
-    const std::size_t i = static_cast<std::size_t>(id);
+  // What phase (1) leaves for phase (2), besides the env's own state.
+  struct Outcome {
+    StepResult r;
+    double ret;
+    int length;
+    int final_elapsed;  // same_step: > 0 when the step ended the episode and the env reset
+  };
+
+  Outcome advance(int id) {
+    const auto i = static_cast<std::size_t>(id);
+    State& s = states_[i];
     if (orders.reset[i] || (s.ended && mode_ == AutoReset::kNextStep)) {
       if (orders.reset[i] && orders.reseed[i]) {
         s.rng = orders.seeds[i];
         orders.reseed[i] = 0;
       }
       reset(s);
-      const RowRef ref = out.ring->claim();
-      write(s, ref, id, StepResult{});
-      clear_final(ref);
-      out.commit(ref);
-      return;
+      return {StepResult{}, 0.0, 0, 0};
     }
     const auto* action =
         reinterpret_cast<const typename E::Action*>(orders.actions.data() + i * orders.action_bytes);
@@ -113,30 +146,14 @@ class EnvRunner final : public Runner {
     s.ret += r.reward;
     if (spec_.max_episode_steps > 0 && s.elapsed >= spec_.max_episode_steps) r.truncated = true;
     const bool ended = r.terminated || r.truncated;
-    const RowRef ref = out.ring->claim();
     if (ended && mode_ == AutoReset::kSameStep) {
-      const Layout& L = *out.layout;
-      *ref.block->at<int32_t>(L, L.final_info_first, ref.row) = s.elapsed;
-      write_env(s, ref, L.final_obs, L.final_info_first + 1);
-      const double ret = s.ret;
-      const int length = s.length;
+      const Outcome o{r, s.ret, s.length, s.elapsed};
+      write_env(s, s.final_row.data(), final_info_ptrs(s.final_row.data()).data());
       reset(s);
-      write(s, ref, id, r, ret, length);
-    } else {
-      s.ended = ended;
-      write(s, ref, id, r, s.ret, s.length);
-      clear_final(ref);
+      return o;
     }
-    out.commit(ref);
-  }
-
-  // same_step only: rows that did not end an episode get zeros in final_obs / final_info
-  // (blocks are recycled, so they would otherwise hold an older row's values).
-  void clear_final(const RowRef& ref) {
-    const Layout& L = *out.layout;
-    if (L.final_obs < 0) return;
-    for (std::size_t f = static_cast<std::size_t>(L.final_obs); f < L.fields.size(); ++f)
-      std::memset(ref.block->at(L, static_cast<int>(f), ref.row), 0, L.fields[f].row_bytes);
+    s.ended = ended;
+    return {r, s.ret, s.length, 0};
   }
 
   void reset(State& s) {
@@ -147,30 +164,53 @@ class EnvRunner final : public Runner {
     s.ended = false;
   }
 
-  void write_env(const State& s, const RowRef& ref, int obs_field, int first_info) {
-    const Layout& L = *out.layout;
-    std::array<void*, kMaxInfoFields> info;
-    for (int k = 0; k < L.num_info; ++k)
-      info[static_cast<std::size_t>(k)] = ref.block->at(L, first_info + k, ref.row);
-    Row row{ref.block->at(L, obs_field, ref.row), info.data()};
+  // Pointers to the extras inside a final_row scratch buffer (laid out obs, then extras).
+  std::array<void*, kMaxInfoFields> final_info_ptrs(std::byte* base) const {
+    std::array<void*, kMaxInfoFields> p;
+    std::size_t off = spec_.observation_space.nbytes();
+    for (std::size_t k = 0; k < spec_.info.size(); ++k) {
+      p[k] = base + off;
+      off += spec_.info[k].nbytes();
+    }
+    return p;
+  }
+
+  void write_env(const State& s, void* obs, void* const* info) const {
+    Row row{obs, info};
     s.env.write(row);
   }
 
-  void write(const State& s, const RowRef& ref, int id, const StepResult& r) {
-    write(s, ref, id, r, s.ret, s.length);
+  void write(int id, const Outcome& o, Block& b, int row) {
+    const Layout& L = *out.layout;
+    const State& s = states_[static_cast<std::size_t>(id)];
+    std::array<void*, kMaxInfoFields> info;
+    for (int k = 0; k < L.num_info; ++k) info[static_cast<std::size_t>(k)] = b.at(L, L.info_first + k, row);
+    write_env(s, b.at(L, L.obs, row), info.data());
+    *b.at<double>(L, L.reward, row) = o.r.reward;
+    *b.at<bool>(L, L.terminated, row) = o.r.terminated;
+    *b.at<bool>(L, L.truncated, row) = o.r.truncated;
+    *b.at<int32_t>(L, L.env_id, row) = id;
+    *b.at<int32_t>(L, L.elapsed_step, row) = s.elapsed;
+    *b.at<double>(L, L.episode_return, row) = o.ret;
+    *b.at<int32_t>(L, L.episode_length, row) = o.length;
+    if (L.final_obs >= 0) write_final(s, o, b, row);
   }
 
-  void write(const State& s, const RowRef& ref, int id, const StepResult& r, double ret, int length) {
+  // same_step: the terminal obs + extras where the episode ended, zeros elsewhere (blocks are
+  // recycled, so the row would otherwise hold an older row's values).
+  void write_final(const State& s, const Outcome& o, Block& b, int row) const {
     const Layout& L = *out.layout;
-    write_env(s, ref, L.obs, L.info_first);
-    Block& b = *ref.block;
-    *b.at<double>(L, L.reward, ref.row) = r.reward;
-    *b.at<bool>(L, L.terminated, ref.row) = r.terminated;
-    *b.at<bool>(L, L.truncated, ref.row) = r.truncated;
-    *b.at<int32_t>(L, L.env_id, ref.row) = id;
-    *b.at<int32_t>(L, L.elapsed_step, ref.row) = s.elapsed;
-    *b.at<double>(L, L.episode_return, ref.row) = ret;
-    *b.at<int32_t>(L, L.episode_length, ref.row) = length;
+    *b.at<int32_t>(L, L.final_info_first, row) = o.final_elapsed;
+    const std::byte* src = s.final_row.data();
+    for (int f = L.final_obs; f < static_cast<int>(L.fields.size()); ++f) {
+      if (f == L.final_info_first) continue;
+      const std::size_t n = L.fields[static_cast<std::size_t>(f)].row_bytes;
+      if (o.final_elapsed > 0)
+        std::memcpy(b.at(L, f, row), src, n);
+      else
+        std::memset(b.at(L, f, row), 0, n);
+      src += n;
+    }
   }
 
   EnvSpec spec_;

@@ -284,16 +284,37 @@ void ring_case(int writers, int batch, int slots, int blocks) {
   for (int w = 0; w < writers; ++w) {
     threads.emplace_back([&, w] {
       std::mt19937 rng(static_cast<unsigned>(w * 7919 + 1));
-      while (to_claim.fetch_sub(1, std::memory_order_relaxed) > 0) {
-        const RowRef ref = ring->claim();
-        CHECK(ref.row >= 0 && ref.row < batch);
-        // Sometimes get descheduled mid-row, so later rows overtake this one.
-        if (rng() % 64 == 0) std::this_thread::yield();
-        int64_t* obs = ref.block->at<int64_t>(L, L.obs, ref.row);
-        obs[0] = static_cast<int64_t>(ref.seq) * batch + ref.row;
-        obs[1] = w;
-        *ref.block->at<int32_t>(L, L.env_id, ref.row) = ref.row;
-        if (Block* done = ring->commit(ref)) ready.push(done);
+      for (;;) {
+        // Claim 1-3 rows at once, as a worker claims a ticket's rows; they may span blocks.
+        int64_t k = 1 + static_cast<int64_t>(rng() % 3);
+        const int64_t left = to_claim.fetch_sub(k, std::memory_order_relaxed);
+        if (left <= 0) break;
+        k = std::min(k, left);
+        const uint64_t first = ring->claim(static_cast<uint32_t>(k));
+        uint64_t seq = first / static_cast<uint64_t>(batch);
+        int row = static_cast<int>(first % static_cast<uint64_t>(batch));
+        int in_block = 0;
+        Block* block = ring->block_for(seq);
+        for (int64_t i = 0; i < k; ++i) {
+          CHECK(row >= 0 && row < batch);
+          // Sometimes get descheduled mid-row, so later rows overtake this one.
+          if (rng() % 64 == 0) std::this_thread::yield();
+          int64_t* obs = block->at<int64_t>(L, L.obs, row);
+          obs[0] = static_cast<int64_t>(seq) * batch + row;
+          obs[1] = w;
+          *block->at<int32_t>(L, L.env_id, row) = row;
+          ++in_block;
+          if (++row == batch) {
+            if (Block* done = ring->commit(block, seq, in_block)) ready.push(done);
+            ++seq;
+            row = 0;
+            in_block = 0;
+            if (i + 1 < k) block = ring->block_for(seq);
+          }
+        }
+        if (in_block > 0) {
+          if (Block* done = ring->commit(block, seq, in_block)) ready.push(done);
+        }
       }
     });
   }

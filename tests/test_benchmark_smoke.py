@@ -1,0 +1,33 @@
+"""benchmarks/throughput.py runs end to end on a tiny budget and reports positive rates.
+
+Speed itself is never asserted here (DESIGN.md §6): this only checks that the benchmark works.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_throughput_quick_run_writes_json_and_plot(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--quick",
+         "--env", "Counting-v0", "--no-peers", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    result = json.loads((tmp_path / "throughput.json").read_text())
+    runners = {s["runner"] for s in result["summary"]}
+    assert {"aiopool stream (asyncio)", "aiopool recv+send (asyncio)",
+            "aiopool step (asyncio, B=M)", "aiopool recv_blocking+send"} <= runners
+    if shutil.which("g++"):
+        assert "C++ 1 thread" in runners, result["skipped"]
+    assert all(s["median"] > 0 and s["min"] > 0 for s in result["summary"])
+    assert all(m["steps"] > 0 for m in result["measurements"])
+    assert (tmp_path / "throughput.png").stat().st_size > 0
+    assert "| aiopool stream (asyncio) |" in proc.stdout
