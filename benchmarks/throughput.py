@@ -1,0 +1,669 @@
+"""Env-steps/s of every way to drive aiopool, against its peers and the simulator limit.
+
+Question: how many CartPole-v1 env-steps per second does aiopool deliver through ``stream()``
+(asyncio and uvloop), ``recv()`` + ``send()``, ``step()`` and ``recv_blocking()``, and how does
+that compare with EnvPool (sync and async), gymnasium's Sync/AsyncVectorEnv, a plain Python
+loop over ``gymnasium.make`` envs and the raw C++ simulator on one thread × the usable cores?
+
+Method: every runner runs in this process tree, in one run. Each measurement builds its pool,
+warms up, then counts env-steps received over a fixed wall time. Repeats are interleaved (each
+repeat runs every runner once, in a shuffled order), so slow phases of a noisy machine hit all
+runners alike; the table reports medians over repeats. Actions are precomputed random arrays, so
+the policy costs ~nothing. The limit is ``cartpole_limit.cc``, compiled here with the
+extension's flags.
+
+Usage:
+    python benchmarks/throughput.py                     # ~6 min on 2 cores
+    python benchmarks/throughput.py --quick --env Counting-v0 --no-peers   # smoke test
+
+Writes ``<out>/throughput.json`` and ``<out>/throughput.png`` (default ``benchmarks/results``)
+and prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import aiopool
+
+ROOT = Path(__file__).resolve().parents[1]
+LIMIT_SOURCE = ROOT / "benchmarks" / "cartpole_limit.cc"
+ENV_HEADERS = ROOT / "aiopool" / "_native" / "envs"
+DEFAULT_CONFIGS = "32/16/1,32/16/2,256/128/1,256/128/2,64/64/2"
+QUICK_CONFIGS = "32/16/1,64/64/2"
+# The targets (issues): stream ÷ EnvPool async at 32/16 and stream ÷ limit at 256/128.
+TARGETS = (((32, 16), "EnvPool async"), ((256, 128), "limit"))
+ACTION_ROUNDS = 64  # distinct precomputed action arrays, cycled
+
+
+# -- what is measured ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class Shape:
+    """One pool shape. ``None`` where the runner has no such knob (gymnasium, the limit)."""
+
+    num_envs: int
+    batch_size: int | None = None
+    num_threads: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Shape:
+        m, b, n = (int(x) for x in text.split("/"))
+        if not 1 <= b <= m or n < 1:
+            raise argparse.ArgumentTypeError(
+                f"config {text!r}: expected M/B/N with 1 <= B <= M and N >= 1")
+        return cls(m, b, n)
+
+    @property
+    def label(self) -> str:
+        return "/".join("-" if x is None else str(x) for x in asdict(self).values())
+
+
+@dataclass(frozen=True)
+class Budget:
+    warmup: float  # seconds stepped before the timed window
+    seconds: float  # length of the timed window
+
+
+@dataclass(frozen=True)
+class Timing:
+    steps: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Measurement:
+    runner: str
+    shape: Shape
+    repeat: int
+    steps: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.steps / self.seconds
+
+
+@dataclass(frozen=True)
+class Summary:
+    runner: str
+    shape: Shape
+    median: float  # env-steps/s
+    min: float
+    max: float
+    repeats: int
+
+
+class Meter:
+    """Counts env-steps received in a timed window that opens after the warm-up.
+
+    Call ``tick(steps)`` after each batch; it returns False once the window has closed.
+    """
+
+    def __init__(self, budget: Budget) -> None:
+        self._warm_until = time.perf_counter() + budget.warmup
+        self._seconds = budget.seconds
+        self._start: float | None = None
+        self.steps = 0
+        self.elapsed = 0.0
+
+    def tick(self, steps: int) -> bool:
+        now = time.perf_counter()
+        if self._start is None:
+            if now >= self._warm_until:
+                self._start = now
+            return True
+        self.steps += steps
+        self.elapsed = now - self._start
+        return self.elapsed < self._seconds
+
+    def timing(self) -> Timing:
+        return Timing(self.steps, self.elapsed)
+
+
+def action_cycle(space: Any, n: int) -> Iterator[np.ndarray]:
+    """Endless precomputed random actions for ``n`` envs of a gymnasium space."""
+    import gymnasium as gym
+
+    rng = np.random.default_rng(0)
+    shape = (ACTION_ROUNDS, n, *(space.shape or ()))
+    table: np.ndarray[Any, Any]
+    if isinstance(space, gym.spaces.Discrete):
+        table = rng.integers(space.start, space.start + space.n, size=shape)
+    else:
+        table = rng.uniform(space.low, space.high, size=shape)
+    return itertools.cycle(list(table.astype(space.dtype)))
+
+
+# -- runners: one function each, (env_id, shape, budget) -> Timing -------------------------
+
+
+def run_aiopool_stream(env_id: str, shape: Shape, budget: Budget, *,
+                       loop_factory: Callable[[], asyncio.AbstractEventLoop] | None) -> Timing:
+    async def main() -> Timing:
+        async with aiopool.make(env_id, shape.num_envs, shape.batch_size, shape.num_threads,
+                                seed=0) as pool:
+            actions = action_cycle(pool.single_action_space, pool.batch_size)
+            b = pool.batch_size
+            meter = Meter(budget)
+            async for batch in pool.stream():
+                batch.send(next(actions))
+                if not meter.tick(b):
+                    break
+            return meter.timing()
+
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        return runner.run(main())
+
+
+def run_aiopool_recv_send(env_id: str, shape: Shape, budget: Budget) -> Timing:
+    async def main() -> Timing:
+        async with aiopool.make(env_id, shape.num_envs, shape.batch_size, shape.num_threads,
+                                seed=0) as pool:
+            actions = action_cycle(pool.single_action_space, pool.batch_size)
+            b = pool.batch_size
+            pool.async_reset()
+            meter = Meter(budget)
+            while True:
+                batch = await pool.recv()
+                batch.send(next(actions))
+                if not meter.tick(b):
+                    return meter.timing()
+
+    return asyncio.run(main())
+
+
+def run_aiopool_step(env_id: str, shape: Shape, budget: Budget) -> Timing:
+    async def main() -> Timing:
+        m = shape.num_envs
+        async with aiopool.make(env_id, m, m, shape.num_threads, seed=0) as pool:
+            actions = action_cycle(pool.single_action_space, m)
+            pool.async_reset()
+            await pool.recv()  # the reset batch: step() needs every env idle
+            meter = Meter(budget)
+            while True:
+                await pool.step(next(actions))
+                if not meter.tick(m):
+                    return meter.timing()
+
+    return asyncio.run(main())
+
+
+def run_aiopool_recv_blocking(env_id: str, shape: Shape, budget: Budget) -> Timing:
+    with aiopool.make(env_id, shape.num_envs, shape.batch_size, shape.num_threads,
+                      seed=0) as pool:
+        actions = action_cycle(pool.single_action_space, pool.batch_size)
+        b = pool.batch_size
+        pool.async_reset()
+        meter = Meter(budget)
+        while True:
+            batch = pool.recv_blocking()
+            batch.send(next(actions))
+            if not meter.tick(b):
+                return meter.timing()
+
+
+def run_envpool_sync(env_id: str, shape: Shape, budget: Budget) -> Timing:
+    import envpool
+
+    m = shape.num_envs
+    env = envpool.make_gymnasium(env_id, num_envs=m, batch_size=m,
+                                 num_threads=shape.num_threads, seed=0)
+    try:
+        actions = action_cycle(env.action_space, m)
+        env.reset()
+        meter = Meter(budget)
+        while True:
+            env.step(next(actions))
+            if not meter.tick(m):
+                return meter.timing()
+    finally:
+        env.close()
+
+
+def run_envpool_async(env_id: str, shape: Shape, budget: Budget) -> Timing:
+    import envpool
+
+    b = shape.batch_size
+    assert b is not None
+    env = envpool.make_gymnasium(env_id, num_envs=shape.num_envs, batch_size=b,
+                                 num_threads=shape.num_threads, seed=0)
+    try:
+        actions = action_cycle(env.action_space, b)
+        env.async_reset()
+        meter = Meter(budget)
+        while True:
+            _obs, _rew, _term, _trunc, info = env.recv()
+            env.send(next(actions), info["env_id"])
+            if not meter.tick(b):
+                return meter.timing()
+    finally:
+        env.close()
+
+
+def run_gymnasium_vector(env_id: str, shape: Shape, budget: Budget, *, mode: str) -> Timing:
+    import gymnasium as gym
+
+    m = shape.num_envs
+    env = gym.make_vec(env_id, num_envs=m, vectorization_mode=mode)
+    try:
+        actions = action_cycle(env.single_action_space, m)
+        env.reset(seed=0)
+        meter = Meter(budget)
+        while True:
+            env.step(next(actions))
+            if not meter.tick(m):
+                return meter.timing()
+    finally:
+        env.close()
+
+
+def run_python_loop(env_id: str, shape: Shape, budget: Budget) -> Timing:
+    import gymnasium as gym
+
+    m = shape.num_envs
+    envs = [gym.make(env_id) for _ in range(m)]
+    try:
+        space = envs[0].observation_space
+        obs = np.empty((m, *(space.shape or ())), dtype=space.dtype)
+        for i, env in enumerate(envs):
+            obs[i] = env.reset(seed=i)[0]
+        actions = (a.tolist() for a in action_cycle(envs[0].action_space, m))
+        meter = Meter(budget)
+        while True:
+            for i, (env, action) in enumerate(zip(envs, next(actions), strict=True)):
+                o, _reward, terminated, truncated, _info = env.step(action)
+                obs[i] = env.reset()[0] if terminated or truncated else o
+            if not meter.tick(m):
+                return meter.timing()
+    finally:
+        for env in envs:
+            env.close()
+
+
+@dataclass
+class Limit:
+    """The compiled ``cartpole_limit.cc`` for one env id; ``run`` is the single-thread rate."""
+
+    binary: Path
+    env_id: str
+
+    def run(self, env_id: str, shape: Shape, budget: Budget) -> Timing:
+        seconds = budget.warmup + budget.seconds  # the program has no warm-up of its own
+        out = subprocess.run([str(self.binary), self.env_id, str(shape.num_envs), str(seconds)],
+                             check=True, capture_output=True, text=True)
+        result = json.loads(out.stdout)
+        return Timing(int(result["steps"]), float(result["seconds"]))
+
+
+def build_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
+    """Compile the limit program for ``env_id``; (None, why) when it cannot be built."""
+    if shutil.which("g++") is None:
+        return None, "g++ not found"
+    if not LIMIT_SOURCE.exists():
+        return None, f"{LIMIT_SOURCE} is missing"
+    pattern = re.compile(r'AIOPOOL_REGISTER_ENV\("' + re.escape(env_id) + r'",\s*(\w+)')
+    for header in sorted(ENV_HEADERS.rglob("*.h")):
+        found = pattern.search(header.read_text())
+        if found:
+            break
+    else:
+        return None, f"no header under {ENV_HEADERS} registers {env_id}"
+    binary = out_dir / f"limit_{re.sub(r'[^A-Za-z0-9]+', '_', env_id)}"
+    cmd = ["g++", "-O3", "-ffp-contract=off", "-std=c++20",
+           f'-DLIMIT_ENV_HEADER="{header}"', f"-DLIMIT_ENV=::aiopool::{found.group(1)}",
+           str(LIMIT_SOURCE), "-o", str(binary)]
+    built = subprocess.run(cmd, capture_output=True, text=True)
+    if built.returncode != 0:
+        return None, f"compiling {LIMIT_SOURCE.name} failed:\n{built.stderr[-2000:]}"
+    return Limit(binary, env_id), f"built {binary} from {header.relative_to(ROOT)}"
+
+
+# -- which runner measures which shape ----------------------------------------------------
+
+ShapeOf = Callable[[Shape], Shape | None]
+
+
+def same(s: Shape) -> Shape:
+    return s
+
+
+def whole_batch(s: Shape) -> Shape:
+    return Shape(s.num_envs, s.num_envs, s.num_threads)
+
+
+def envs_only(max_envs: int) -> ShapeOf:
+    return lambda s: Shape(s.num_envs) if s.num_envs <= max_envs else None
+
+
+@dataclass(frozen=True)
+class Runner:
+    name: str
+    run: Callable[[str, Shape, Budget], Timing]
+    shape_of: ShapeOf  # the shape this runner measures for a table column (None: skip it)
+    group: str  # "aiopool", "peer" or "limit"
+
+
+def make_runners(args: argparse.Namespace, limit: Limit | None,
+                 skipped: list[str]) -> list[Runner]:
+    def bind(fn: Callable[..., Timing], **kw: Any) -> Callable[[str, Shape, Budget], Timing]:
+        return lambda env_id, shape, budget: fn(env_id, shape, budget, **kw)
+
+    runners = [Runner("aiopool stream (asyncio)", bind(run_aiopool_stream, loop_factory=None),
+                      same, "aiopool")]
+    try:
+        import uvloop
+
+        runners.append(Runner("aiopool stream (uvloop)",
+                              bind(run_aiopool_stream, loop_factory=uvloop.new_event_loop),
+                              same, "aiopool"))
+    except ImportError:
+        skipped.append("aiopool stream (uvloop): uvloop is not installed")
+    runners += [
+        Runner("aiopool recv+send (asyncio)", run_aiopool_recv_send, same, "aiopool"),
+        Runner("aiopool step (asyncio, B=M)", run_aiopool_step, whole_batch, "aiopool"),
+        Runner("aiopool recv_blocking+send", run_aiopool_recv_blocking, same, "aiopool"),
+    ]
+    if args.no_peers:
+        skipped.append("peers: --no-peers")
+    else:
+        runners += peer_runners(args.env, args.max_gym_envs, skipped)
+    if limit is not None:
+        runners.append(Runner("C++ 1 thread", limit.run, envs_only(sys.maxsize), "limit"))
+    return runners
+
+
+def peer_runners(env_id: str, max_gym_envs: int, skipped: list[str]) -> list[Runner]:
+    runners: list[Runner] = []
+    try:
+        import envpool
+
+        if env_id in envpool.list_all_envs():
+            runners += [Runner("EnvPool sync (B=M)", run_envpool_sync, whole_batch, "peer"),
+                        Runner("EnvPool async", run_envpool_async, same, "peer")]
+        else:
+            skipped.append(f"EnvPool: has no {env_id}")
+    except ImportError:
+        skipped.append("EnvPool: not installed")
+    import gymnasium as gym
+
+    if env_id in gym.registry:
+        small = envs_only(max_gym_envs)
+        runners += [
+            Runner("gymnasium SyncVectorEnv", lambda e, s, b: run_gymnasium_vector(
+                e, s, b, mode="sync"), small, "peer"),
+            Runner("gymnasium AsyncVectorEnv", lambda e, s, b: run_gymnasium_vector(
+                e, s, b, mode="async"), small, "peer"),
+            Runner("Python loop over gymnasium.make", run_python_loop, small, "peer"),
+        ]
+        skipped.append(f"gymnasium runners at M > {max_gym_envs} (--max-gym-envs)")
+    else:
+        skipped.append(f"gymnasium: has no {env_id}")
+    return runners
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+def measure_all(args: argparse.Namespace, runners: list[Runner], shapes: list[Shape],
+                budget: Budget, loads: list[tuple[float, float, float]]) -> list[Measurement]:
+    work = sorted({(r.name, s) for r in runners for c in shapes if (s := r.shape_of(c))},
+                  key=lambda w: (w[0], w[1]))
+    by_name = {r.name: r for r in runners}
+    measurements: list[Measurement] = []
+    for repeat in range(args.repeats):
+        order = list(work)
+        random.Random(repeat).shuffle(order)
+        for i, (name, shape) in enumerate(order):
+            timing = by_name[name].run(args.env, shape, budget)
+            m = Measurement(name, shape, repeat, timing.steps, timing.seconds)
+            measurements.append(m)
+            print(f"  [{repeat + 1}/{args.repeats} {i + 1:3}/{len(order)}] {name:34} "
+                  f"{shape.label:>10}  {m.rate / 1e6:8.3f} M/s", file=sys.stderr, flush=True)
+        loads.append(os.getloadavg())
+    return measurements
+
+
+def summarise(measurements: list[Measurement]) -> list[Summary]:
+    groups: dict[tuple[str, Shape], list[float]] = {}
+    for m in measurements:
+        groups.setdefault((m.runner, m.shape), []).append(m.rate)
+    return [Summary(name, shape, statistics.median(r), min(r), max(r), len(r))
+            for (name, shape), r in groups.items()]
+
+
+@dataclass
+class Table:
+    """Rows: runners; columns: configurations, then the target ratios."""
+
+    columns: list[Shape]
+    rows: list[str]
+    cells: dict[tuple[str, Shape], Summary]
+    ratio_columns: list[tuple[str, Shape, str]] = field(default_factory=list)  # title, col, ref
+
+    def value(self, row: str, column: Shape) -> Summary | None:
+        return self.cells.get((row, column))
+
+
+def build_table(runners: list[Runner], shapes: list[Shape], summaries: list[Summary],
+                usable_cores: int) -> Table:
+    by_key = {(s.runner, s.shape): s for s in summaries}
+    rows = [r.name for r in runners if r.group != "limit"]
+    cells: dict[tuple[str, Shape], Summary] = {}
+    for r in runners:
+        for c in shapes:
+            s = r.shape_of(c)
+            if s is not None and (r.name, s) in by_key:
+                cells[(r.name, c)] = by_key[(r.name, s)]
+    if any(r.group == "limit" for r in runners):
+        limit_name = f"limit: C++ 1 thread × {usable_cores} cores"
+        for c in shapes:
+            one = cells.get(("C++ 1 thread", c))
+            if one is not None:
+                k = usable_cores
+                cells[(limit_name, c)] = Summary(limit_name, one.shape, one.median * k,
+                                                 one.min * k, one.max * k, one.repeats)
+        rows += [limit_name, "C++ 1 thread"]
+    table = Table(shapes, rows, cells)
+    for (m, b), ref in TARGETS:
+        ref_row = next((row for row in rows if row.startswith(ref)), None)
+        for c in shapes:
+            if (c.num_envs, c.batch_size) == (m, b) and ref_row is not None:
+                table.ratio_columns.append((f"÷ {ref} {c.label}", c, ref_row))
+    return table
+
+
+def fmt_rate(v: float) -> str:
+    v /= 1e6
+    return f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 1 else f"{v:.3f}"
+
+
+def render(table: Table) -> str:
+    head = ["runner", *(c.label for c in table.columns), *(t for t, _, _ in table.ratio_columns)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    spread = ["| runner | " + " | ".join(c.label for c in table.columns) + " |",
+              "|" + "---|" * (len(table.columns) + 1)]
+    for row in table.rows:
+        cells = [row]
+        ranges = [row]
+        for c in table.columns:
+            s = table.value(row, c)
+            cells.append("—" if s is None else fmt_rate(s.median))
+            ranges.append("—" if s is None else f"{fmt_rate(s.min)}–{fmt_rate(s.max)}")
+        for _, c, ref in table.ratio_columns:
+            s, r = table.value(row, c), table.value(ref, c)
+            cells.append("—" if s is None or r is None else f"{s.median / r.median:.3g}")
+        lines.append("| " + " | ".join(cells) + " |")
+        spread.append("| " + " | ".join(ranges) + " |")
+    return "\n".join(
+        ["**Median M env-steps/s** (columns: M envs / B batch / N threads)", "", *lines, "",
+         "**Min–max over repeats, M env-steps/s**", "", *spread])
+
+
+def plot(table: Table, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bar_rows = [r for r in table.rows if not r.startswith("limit") and r != "C++ 1 thread"]
+    limit_row = next((r for r in table.rows if r.startswith("limit")), None)
+    x = np.arange(len(table.columns))
+    width = 0.85 / max(1, len(bar_rows))
+    fig, ax = plt.subplots(figsize=(4.0 + 2.0 * len(table.columns), 5.5))
+    for i, row in enumerate(bar_rows):
+        med = [table.value(row, c) for c in table.columns]
+        ys = [np.nan if s is None else s.median / 1e6 for s in med]
+        err = [[0 if s is None else (s.median - s.min) / 1e6 for s in med],
+               [0 if s is None else (s.max - s.median) / 1e6 for s in med]]
+        ax.bar(x - 0.425 + (i + 0.5) * width, ys, width, yerr=err, label=row,
+               color=plt.get_cmap("tab20")(i % 20), capsize=1.5)
+    if limit_row is not None:
+        for j, c in enumerate(table.columns):
+            s = table.value(limit_row, c)
+            if s is not None:
+                ax.hlines(s.median / 1e6, x[j] - 0.45, x[j] + 0.45, colors="k",
+                          linestyles="--", label=limit_row if j == 0 else "_nolegend_")
+    ax.set_yscale("log")
+    ax.set_xticks(x, [f"M/B/N\n{c.label}" for c in table.columns])
+    ax.set_ylabel("M env-steps/s (median, min–max)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.grid(axis="y", which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def machine_info() -> dict[str, Any]:
+    cpu = "unknown"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    versions: dict[str, str] = {"python": platform.python_version(), "numpy": np.__version__,
+                                "aiopool": aiopool.__version__}
+    for name in ("envpool", "gymnasium", "uvloop"):
+        with contextlib.suppress(ImportError):
+            versions[name] = __import__(name).__version__
+    return {"cpu": cpu, "cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
+            "kernel": platform.release(), "versions": versions}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--env", default=None,
+                   help="env id (default CartPole-v1, or Counting-v0 if CartPole is not built)")
+    p.add_argument("--configs", default=None,
+                   help=f"comma-separated M/B/N (default {DEFAULT_CONFIGS})")
+    p.add_argument("--seconds", type=float, default=1.0, help="timed window per measurement")
+    p.add_argument("--warmup", type=float, default=0.3, help="warm-up before each window")
+    p.add_argument("--repeats", type=int, default=5, help="interleaved repeats")
+    p.add_argument("--max-gym-envs", type=int, default=32,
+                   help="run the gymnasium runners only at M <= this (they are slow)")
+    p.add_argument("--no-peers", action="store_true", help="aiopool and the limit only")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results",
+                   help="where the JSON, PNG and the limit binary go")
+    p.add_argument("--quick", action="store_true",
+                   help=f"smoke test: configs {QUICK_CONFIGS}, 1 repeat, 0.2 s")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.configs = args.configs or QUICK_CONFIGS
+        args.repeats, args.seconds, args.warmup = 1, 0.2, 0.05
+    args.configs = args.configs or DEFAULT_CONFIGS
+    if args.env is None:
+        args.env = "CartPole-v1" if "CartPole-v1" in aiopool.list_envs() else "Counting-v0"
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    shapes = [Shape.parse(c) for c in args.configs.split(",")]
+    budget = Budget(args.warmup, args.seconds)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.env not in aiopool.list_envs():
+        print(f"aiopool has no {args.env}; registered: {aiopool.list_envs()}", file=sys.stderr)
+        return 2
+
+    machine = machine_info()
+    skipped: list[str] = []
+    limit, why = build_limit(args.env, args.out)
+    if limit is None:
+        skipped.append(f"limit: {why}")
+    runners = make_runners(args, limit, skipped)
+    for note in skipped:
+        print(f"skipped {note}", file=sys.stderr)
+
+    started = time.monotonic()
+    loads = [os.getloadavg()]
+    measurements = measure_all(args, runners, shapes, budget, loads)
+    run_seconds = time.monotonic() - started
+    summaries = summarise(measurements)
+    table = build_table(runners, shapes, summaries, machine["usable_cores"])
+
+    title = (f"{args.env}: {machine['cpu']}, {machine['usable_cores']} usable cores, "
+             f"load {loads[0][0]:.2f} → {loads[-1][0]:.2f}, {args.repeats} × {args.seconds} s")
+    text = render(table)
+    print(f"# aiopool throughput, {args.env}\n")
+    print(f"{machine['cpu']}; {machine['cores']} cores ({machine['usable_cores']} usable); "
+          f"load average (1/5/15 min) at start {_load(loads[0])}, at end {_load(loads[-1])}; "
+          f"{args.repeats} interleaved repeats × {args.seconds} s after {args.warmup} s warm-up;"
+          f" run time {run_seconds:.0f} s.\n")
+    print(text)
+    if skipped:
+        print("\nSkipped: " + "; ".join(skipped))
+
+    result = {
+        "env_id": args.env,
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "machine": {**machine, "load_start": loads[0], "load_end": loads[-1],
+                    "load_after_each_repeat": loads[1:]},
+        "run_seconds": run_seconds,
+        "skipped": skipped,
+        "limit_cores": machine["usable_cores"],
+        "summary": [{"runner": s.runner, **asdict(s.shape), "median": s.median, "min": s.min,
+                     "max": s.max, "repeats": s.repeats} for s in summaries],
+        "table": {row: {c.label: s.median for c in table.columns
+                        if (s := table.value(row, c)) is not None} for row in table.rows},
+        "ratios": [{"column": title_, "config": c.label, "reference": ref,
+                    "values": {row: s.median / r.median for row in table.rows
+                               if (s := table.value(row, c)) and (r := table.value(ref, c))}}
+                   for title_, c, ref in table.ratio_columns],
+        "measurements": [{"runner": m.runner, **asdict(m.shape), "repeat": m.repeat,
+                          "steps": m.steps, "seconds": m.seconds, "rate": m.rate}
+                         for m in measurements],
+    }
+    (args.out / "throughput.json").write_text(json.dumps(result, indent=1))
+    plot(table, args.out / "throughput.png", title)
+    print(f"\nwrote {args.out / 'throughput.json'} and {args.out / 'throughput.png'}")
+    return 0
+
+
+def _load(load: tuple[float, float, float]) -> str:
+    return "/".join(f"{x:.2f}" for x in load)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
