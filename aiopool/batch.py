@@ -17,7 +17,6 @@ import numpy.typing as npt
 if TYPE_CHECKING:
     from .pool import Pool
 
-_BASE_FIELDS = 8  # obs, reward, terminated, truncated, env_id, elapsed_step, ep. return/length
 
 
 class Batch:
@@ -39,23 +38,33 @@ class Batch:
         >>> batch.send(policy(batch.obs))        # the same as pool.send(actions, batch.env_id)
     """
 
-    __slots__ = ("_arrays", "_info", "_names", "_pool", "env_id", "obs", "reward", "terminated",
-                 "truncated")
+    __slots__ = ("_fields", "_handle", "_info", "_names", "_pool", "env_id", "obs", "reward",
+                 "terminated", "truncated")
 
-    def __init__(self, arrays: tuple[npt.NDArray[Any], ...], names: tuple[str, ...],
+    def __init__(self, arrays: tuple[Any, ...], names: tuple[str, ...],
                  pool: weakref.ReferenceType[Pool]) -> None:
-        self.obs, self.reward, self.terminated, self.truncated, self.env_id = arrays[:5]
-        self._arrays = arrays
+        # arrays: (obs, reward, terminated, truncated, env_id, handle) from the native take();
+        # the handle makes the other fields on demand and owns the block.
+        self.obs, self.reward, self.terminated, self.truncated, self.env_id, self._handle = arrays
+        self._fields: tuple[npt.NDArray[Any], ...] | None = None
         self._names = names
         self._info: dict[str, Any] | None = None
         self._pool = pool
+
+    def fields(self) -> tuple[npt.NDArray[Any], ...]:
+        """Every field of the batch, in the native layout's order (see ``Pool.field_names``)."""
+        if self._fields is None:
+            head = (self.obs, self.reward, self.terminated, self.truncated, self.env_id)
+            rest = tuple(self._handle.array(i) for i in range(len(head), len(self._names)))
+            self._fields = head + rest
+        return self._fields
 
     @property
     def info(self) -> dict[str, Any]:
         if self._info is None:
             info: dict[str, Any] = {}
             final: dict[str, Any] = {}
-            for name, arr in zip(self._names[5:], self._arrays[5:], strict=True):
+            for name, arr in zip(self._names[5:], self.fields()[5:], strict=True):
                 if name.startswith("final_info."):
                     final[name[len("final_info."):]] = arr
                 else:
@@ -86,9 +95,12 @@ class Batch:
         first = batches[0]
         env_id = np.concatenate([b.env_id for b in batches])
         order = np.argsort(env_id, kind="stable")
-        arrays = []
-        for i in range(len(first._arrays)):
-            a = np.concatenate([b._arrays[i] for b in batches])[order]
+        columns = zip(*(b.fields() for b in batches), strict=True)
+        fields = []
+        for parts in columns:
+            a = (parts[0] if len(parts) == 1 else np.concatenate(parts))[order]
             a.flags.writeable = False
-            arrays.append(a)
-        return cls(tuple(arrays), first._names, first._pool)
+            fields.append(a)
+        out = cls((*fields[:5], None), first._names, first._pool)
+        out._fields = tuple(fields)
+        return out

@@ -103,30 +103,39 @@ class PyPool : public Pool {
   std::atomic<int> waiting{0};
 };
 
-struct BlockOwner {
-  std::shared_ptr<BlockStore> store;
-  Block* block;
-};
+// Owns one taken block; numpy views of it keep this handle alive (their owner), and the
+// handle's destructor returns the block to the store. Eager fields are exported by take();
+// the rest (info) only when Python asks, which saves most of the per-batch export cost.
+class BlockHandle {
+ public:
+  BlockHandle(std::shared_ptr<BlockStore> store, Block* block) : store_(std::move(store)), block_(block) {}
+  ~BlockHandle() { store_->release(block_); }
+  BlockHandle(const BlockHandle&) = delete;
+  BlockHandle& operator=(const BlockHandle&) = delete;
 
-nb::object export_block(PyPool& p, Block* b) {
-  const Layout& L = p.layout();
-  auto* owner = new BlockOwner{p.store(), b};
-  nb::capsule cap(owner, [](void* o) noexcept {
-    auto* bo = static_cast<BlockOwner*>(o);
-    bo->store->release(bo->block);
-    delete bo;
-  });
-  nb::list out;
-  size_t shape[8];
-  for (std::size_t f = 0; f < L.fields.size(); ++f) {
-    const FieldLayout& fl = L.fields[f];
+  nb::object array(nb::handle self, std::size_t field) const {
+    const Layout& L = store_->layout();
+    if (field >= L.fields.size()) throw nb::index_error("no such field");
+    const FieldLayout& fl = L.fields[field];
+    size_t shape[8];
     shape[0] = static_cast<size_t>(L.batch_size);
     for (std::size_t d = 0; d < fl.shape.size(); ++d) shape[d + 1] = static_cast<size_t>(fl.shape[d]);
-    nb::ndarray<nb::numpy, nb::ro> a(b->data + fl.offset, fl.shape.size() + 1, shape, cap, nullptr,
+    nb::ndarray<nb::numpy, nb::ro> a(block_->data + fl.offset, fl.shape.size() + 1, shape, self, nullptr,
                                      dlpack_dtype(fl.dtype));
-    out.append(nb::cast(a));
+    return nb::cast(a);
   }
-  return nb::tuple(out);
+
+ private:
+  std::shared_ptr<BlockStore> store_;
+  Block* block_;
+};
+
+// (obs, reward, terminated, truncated, env_id, handle)
+nb::object export_block(PyPool& p, Block* b) {
+  nb::object handle = nb::cast(new BlockHandle(p.store(), b), nb::rv_policy::take_ownership);
+  const auto& h = nb::cast<const BlockHandle&>(handle);
+  return nb::make_tuple(h.array(handle, 0), h.array(handle, 1), h.array(handle, 2), h.array(handle, 3),
+                        h.array(handle, 4), handle);
 }
 
 using IdArray = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
@@ -144,6 +153,10 @@ NB_MODULE(_core, m) {
     for (const ConfigKey& k : e.config_keys())
       keys.append(nb::make_tuple(k.name, kind_name(k.kind), k.default_value));
     return nb::make_tuple(keys, e.max_episode_steps);
+  });
+
+  nb::class_<BlockHandle>(m, "BlockHandle").def("array", [](nb::handle self, std::size_t field) {
+    return nb::cast<const BlockHandle&>(self).array(self, field);
   });
 
   nb::class_<PyPool>(m, "Pool")
