@@ -124,20 +124,12 @@ class Pool:
         """
         if self._state is not PoolState.OPEN:
             self._check_open()
-        if env_ids is None:
-            ids = self._all_ids
-        elif type(env_ids) is np.ndarray and env_ids.dtype == np.int32 and env_ids.ndim == 1:
-            ids = env_ids
-        else:
-            ids = self._as_ids(env_ids)
-        a = actions
-        if type(a) is not np.ndarray or a.dtype != self._action_dtype:
-            a = self._as_actions(a)
-        if a.shape != (len(ids), *self._action_shape):
-            raise ValueError(
-                f"actions has shape {a.shape}, expected {(len(ids), *self._action_shape)} — "
-                "one action per env in env_ids")
-        self._native.send(a, ids)
+        ids = self._all_ids if env_ids is None else env_ids
+        try:
+            self._native.send(actions, ids)  # numpy arrays of the right dtypes: no conversion
+        except TypeError:  # convert, or explain what is wrong
+            checked = self._all_ids if env_ids is None else self._as_ids(env_ids)
+            self._native.send(self._as_actions(actions, len(checked)), checked)
 
     # -- receiving ------------------------------------------------------------------------
 
@@ -330,7 +322,7 @@ class Pool:
             raise ValueError(f"env_ids contains {bad}, expected 0 <= env_id < {self.num_envs}")
         return np.ascontiguousarray(ids, dtype=np.int32)
 
-    def _as_actions(self, actions: npt.ArrayLike) -> npt.NDArray[Any]:
+    def _as_actions(self, actions: npt.ArrayLike, n: int) -> npt.NDArray[Any]:
         a = np.asarray(actions)
         space = self._action_space
         if isinstance(space, gym.spaces.Discrete):
@@ -339,6 +331,10 @@ class Pool:
                     f"actions has dtype {a.dtype}, expected integers for {space}")
         elif not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)):
             raise ValueError(f"actions has dtype {a.dtype}, expected numbers for {space}")
+        if a.shape != (n, *self._action_shape):
+            raise ValueError(
+                f"actions has shape {a.shape}, expected {(n, *self._action_shape)} — "
+                "one action per env in env_ids")
         return np.ascontiguousarray(a, dtype=self._action_dtype)
 
     def _stage_seeds(self, ids: npt.NDArray[np.int32], seed: int | None) -> None:

@@ -6,10 +6,13 @@
 // Batches leave as read-only numpy views sharing one capsule owner; its deleter only returns
 // the block to the store (no Python work, any thread that drops the last view may run it).
 #include <nanobind/nanobind.h>
+// numpy's C API builds the batch views: ~5x cheaper per array than a DLPack round trip.
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+#include <numpy/arrayobject.h>
 
 #include <atomic>
 #include <chrono>
@@ -48,22 +51,22 @@ const char* dtype_name(DType t) {
   return "?";
 }
 
-nb::dlpack::dtype dlpack_dtype(DType t) {
+int npy_type(DType t) {
   switch (t) {
     case DType::kBool:
-      return nb::dtype<bool>();
+      return NPY_BOOL;
     case DType::kUInt8:
-      return nb::dtype<uint8_t>();
+      return NPY_UINT8;
     case DType::kInt32:
-      return nb::dtype<int32_t>();
+      return NPY_INT32;
     case DType::kInt64:
-      return nb::dtype<int64_t>();
+      return NPY_INT64;
     case DType::kFloat32:
-      return nb::dtype<float>();
+      return NPY_FLOAT32;
     case DType::kFloat64:
-      return nb::dtype<double>();
+      return NPY_FLOAT64;
   }
-  return nb::dtype<uint8_t>();
+  return NPY_UINT8;
 }
 
 AutoReset parse_autoreset(const std::string& s) {
@@ -113,16 +116,23 @@ class BlockHandle {
   BlockHandle(const BlockHandle&) = delete;
   BlockHandle& operator=(const BlockHandle&) = delete;
 
+  // A read-only numpy view of one field; `self` (this handle's Python object) is its base.
   nb::object array(nb::handle self, std::size_t field) const {
     const Layout& L = store_->layout();
     if (field >= L.fields.size()) throw nb::index_error("no such field");
     const FieldLayout& fl = L.fields[field];
-    size_t shape[8];
-    shape[0] = static_cast<size_t>(L.batch_size);
-    for (std::size_t d = 0; d < fl.shape.size(); ++d) shape[d + 1] = static_cast<size_t>(fl.shape[d]);
-    nb::ndarray<nb::numpy, nb::ro> a(block_->data + fl.offset, fl.shape.size() + 1, shape, self, nullptr,
-                                     dlpack_dtype(fl.dtype));
-    return nb::cast(a);
+    npy_intp dims[8];
+    dims[0] = static_cast<npy_intp>(L.batch_size);
+    for (std::size_t d = 0; d < fl.shape.size(); ++d) dims[d + 1] = static_cast<npy_intp>(fl.shape[d]);
+    PyObject* arr = PyArray_NewFromDescr(
+        &PyArray_Type, PyArray_DescrFromType(npy_type(fl.dtype)), static_cast<int>(fl.shape.size() + 1), dims,
+        nullptr, block_->data + fl.offset, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, nullptr);
+    if (arr == nullptr) throw nb::python_error();
+    if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(arr), self.inc_ref().ptr()) < 0) {
+      Py_DECREF(arr);
+      throw nb::python_error();
+    }
+    return nb::steal(arr);
   }
 
  private:
@@ -140,9 +150,47 @@ nb::object export_block(PyPool& p, Block* b) {
 
 using IdArray = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
+// A C-contiguous view of a numpy array argument of the given type (copied only if strided).
+struct ArrayArg {
+  nb::object keep;
+  const std::byte* data;
+  std::size_t size;
+  std::size_t nbytes;
+};
+
+// TypeError for anything but a numpy array of `typenum` with `ndim` dims: the Python side then
+// converts (or explains what is wrong) and calls again.
+ArrayArg array_arg(nb::handle h, int typenum, int ndim, const char* name) {
+  if (!PyArray_Check(h.ptr())) throw nb::type_error((std::string(name) + " must be a numpy array").c_str());
+  auto* a = reinterpret_cast<PyArrayObject*>(h.ptr());
+  if (!PyArray_EquivTypenums(PyArray_TYPE(a), typenum) || PyArray_NDIM(a) != ndim)
+    throw nb::type_error((std::string(name) + " has the wrong dtype or ndim").c_str());
+  auto* c = reinterpret_cast<PyArrayObject*>(PyArray_GETCONTIGUOUS(a));
+  if (c == nullptr) throw nb::python_error();
+  return {nb::steal(reinterpret_cast<PyObject*>(c)), static_cast<const std::byte*>(PyArray_DATA(c)),
+          static_cast<std::size_t>(PyArray_SIZE(c)), static_cast<std::size_t>(PyArray_NBYTES(c))};
+}
+
+std::string shape_str(const std::vector<int64_t>& dims) {
+  std::string s = "(";
+  for (std::size_t d = 0; d < dims.size(); ++d) s += (d ? ", " : "") + std::to_string(dims[d]);
+  return s + (dims.size() == 1 ? ",)" : ")");
+}
+
+void check_action_shape(PyArrayObject* a, const Space& space, std::size_t k) {
+  std::vector<int64_t> want{static_cast<int64_t>(k)};
+  want.insert(want.end(), space.shape.begin(), space.shape.end());
+  std::vector<int64_t> got(PyArray_DIMS(a), PyArray_DIMS(a) + PyArray_NDIM(a));
+  if (got != want)
+    throw nb::value_error(("actions has shape " + shape_str(got) + ", expected " + shape_str(want) +
+                           " — one action per env in env_ids")
+                              .c_str());
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
+  if (_import_array() < 0) throw nb::python_error();
   m.doc() = "aiopool's native engine: worker threads, batch blocks and the eventfd doorbell.";
 
   m.def("list_envs", [] { return Registry::get().ids(); });
@@ -205,9 +253,13 @@ NB_MODULE(_core, m) {
            })
       .def("reset", [](PyPool& p, IdArray ids) { p.reset(ids.data(), ids.shape(0)); })
       .def("send",
-           [](PyPool& p, nb::ndarray<nb::c_contig, nb::device::cpu> actions, IdArray ids) {
-             p.send(static_cast<const std::byte*>(actions.data()), actions.nbytes(), ids.data(),
-                    ids.shape(0));
+           [](PyPool& p, nb::handle actions, nb::handle ids) {
+             const Space& space = p.spec().action_space;
+             const int nd = static_cast<int>(space.shape.size()) + 1;
+             const ArrayArg i = array_arg(ids, NPY_INT32, 1, "env_ids");
+             const ArrayArg a = array_arg(actions, npy_type(space.dtype), nd, "actions");
+             check_action_shape(reinterpret_cast<PyArrayObject*>(a.keep.ptr()), space, i.size);
+             p.send(a.data, a.nbytes, reinterpret_cast<const int32_t*>(i.data), i.size);
            })
       .def("take",
            [](PyPool& p, int64_t spin_ns) -> nb::object {

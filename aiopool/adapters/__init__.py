@@ -1,0 +1,195 @@
+"""Sync adapters: a pool driven in lockstep behind the gymnasium, dm_env and SB3 APIs.
+
+- ``aiopool.adapters.gymnasium``: ``GymnasiumVectorEnv`` / ``make_gymnasium``
+- ``aiopool.adapters.dm_env``: ``DmEnvironment`` / ``make_dm`` (needs ``dm-env``)
+- ``aiopool.adapters.sb3``: ``Sb3VecEnv`` / ``make_sb3`` (needs ``stable-baselines3``)
+
+Each adapter owns a ``Lockstep``: a pool whose ``batch_size`` is the adapter's ``num_envs``. A
+call sends to its envs, waits for exactly their rows (in ``recv_blocking``, GIL released) and
+returns them ordered by env id as writeable copies.
+
+A block holds ``batch_size`` rows and the pool cannot hand out a partial one, so resetting only
+some envs (gymnasium's ``reset_mask``) would never complete a block. A lockstep built with
+``partial_resets=True`` therefore owns ``num_envs - 1`` extra "filler" envs, never seen by the
+user, and resets enough of them alongside a partial reset to fill the block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..batch import Batch
+from ..pool import Pool
+from ..registry import make
+
+__all__ = ["Lockstep", "Rows"]
+
+Seeds = int | Sequence[int | None] | None
+
+
+@dataclass(frozen=True)
+class Rows:
+    """One row per env of a lockstep call, ordered by env id; every array is a writeable copy.
+
+    ``info`` holds the pool's info arrays (``elapsed_step``, ``episode_return``,
+    ``episode_length``, family extras) and, with ``autoreset="same_step"``, ``final_obs`` and
+    the dict ``final_info`` (valid where ``terminated | truncated``).
+    """
+
+    env_id: npt.NDArray[np.int32]
+    obs: npt.NDArray[Any]
+    reward: npt.NDArray[np.float64]
+    terminated: npt.NDArray[np.bool_]
+    truncated: npt.NDArray[np.bool_]
+    info: dict[str, Any]
+
+
+class Lockstep:
+    """A pool stepped like a sync vector env: each call returns every row it asked for.
+
+    Args:
+        env_id, num_envs, seed, autoreset, num_threads: as ``aiopool.make``.
+        partial_resets: allow ``reset`` of a subset of the envs (costs ``num_envs - 1`` filler
+            envs, reset alongside; see the module docstring).
+        **make_kwargs: passed on to ``aiopool.make`` (``max_episode_steps``, env kwargs, ...).
+
+    After a call is interrupted (Ctrl-C while waiting), its rows are drained by the next
+    ``reset``; ``step`` refuses to run until then, since the caller never saw those rows.
+    """
+
+    def __init__(self, env_id: str, num_envs: int, *, seed: int | None, autoreset: str,
+                 num_threads: int | None, partial_resets: bool, **make_kwargs: Any) -> None:
+        if "batch_size" in make_kwargs:
+            raise TypeError("the sync adapters step every env at once; batch_size is num_envs "
+                            "(use aiopool.make for batches smaller than the pool)")
+        if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
+            raise ValueError(f"num_envs is {num_envs!r}, expected a positive int")
+        fillers = num_envs - 1 if partial_resets else 0
+        self.num_envs = num_envs
+        self.pool: Pool = make(env_id, num_envs + fillers, batch_size=num_envs,
+                               num_threads=num_threads, seed=seed, autoreset=autoreset,
+                               **make_kwargs)
+        self.ever_reset = False
+        self._ids = np.arange(num_envs, dtype=np.int32)
+        self._fillers = np.arange(num_envs, num_envs + fillers, dtype=np.int32)
+        self._awaiting = 0  # rows sent for and not yet received
+        self._interrupted = False
+
+    @property
+    def closed(self) -> bool:
+        return self.pool.closed
+
+    def reset(self, env_ids: npt.NDArray[np.int32] | None = None,
+              seed: Seeds = None) -> Rows:
+        """Reset ``env_ids`` (default all) and return their first rows.
+
+        ``seed``: None continues each env's random stream; an int seeds env ``i`` with
+        ``seed + i``; a sequence gives env ``i`` the seed ``seed[i]`` (None: unseeded).
+        """
+        ids = self._ids if env_ids is None else env_ids
+        if self.num_envs - len(ids) > len(self._fillers):
+            raise ValueError("this adapter resets all of its envs at once, not a subset")
+        groups = self._seed_groups(ids, seed)
+        self._drain()
+        filler = self._fillers[:self.num_envs - len(ids)]
+        for base, group in groups:
+            self.pool.async_reset(seed=base, env_ids=group)
+        if len(filler):
+            self.pool.async_reset(env_ids=filler)
+        self.ever_reset = True
+        self._awaiting = self.num_envs
+        return self._gather(ids)
+
+    def send(self, actions: npt.ArrayLike) -> None:
+        """Send one action per env; ``wait`` returns the rows."""
+        if self._interrupted:
+            raise RuntimeError("a previous call was interrupted before its results arrived; "
+                               "call reset() before stepping again")
+        if not self.ever_reset:
+            raise RuntimeError("step() before reset(): call reset() first")
+        if self._awaiting:
+            raise RuntimeError("the previous step's results have not been received yet "
+                               "(SB3: call step_wait() before step_async() again)")
+        self.pool.send(actions, self._ids)
+        self._awaiting = self.num_envs
+
+    def wait(self) -> Rows:
+        """The rows of the last ``send``, ordered by env id."""
+        if not self._awaiting:
+            raise RuntimeError("nothing to wait for: send actions first "
+                               "(SB3: call step_async() before step_wait())")
+        return self._gather(self._ids)
+
+    def step(self, actions: npt.ArrayLike) -> Rows:
+        self.send(actions)
+        return self.wait()
+
+    def close(self) -> None:
+        self.pool.close()
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _seed_groups(self, ids: npt.NDArray[np.int32],
+                     seed: Seeds) -> list[tuple[int | None, npt.NDArray[np.int32]]]:
+        """(base seed, env ids) pairs for ``pool.async_reset``, which seeds env i with base + i."""
+        if seed is None or isinstance(seed, int | np.integer):
+            return [(None if seed is None else int(seed), ids)]
+        if isinstance(seed, str) or len(seed) != self.num_envs:
+            raise ValueError(f"seed is {seed!r}, expected None, an int or a list of "
+                             f"{self.num_envs} ints or Nones (one per env)")
+        groups: dict[int | None, list[int]] = {}
+        for i in ids.tolist():
+            s = seed[i]
+            if s is None:
+                groups.setdefault(None, []).append(i)
+                continue
+            if not isinstance(s, int | np.integer) or s < i:
+                raise ValueError(
+                    f"seed[{i}] is {s!r}, expected None or an int >= {i}: aiopool seeds env i "
+                    "with base + i and base must be >= 0 (pass an int seed to seed env i with "
+                    "seed + i)")
+            groups.setdefault(int(s) - i, []).append(i)
+        return [(base, np.array(g, dtype=np.int32)) for base, g in groups.items()]
+
+    def _drain(self) -> None:
+        """Receive and drop the rows of an interrupted call, so the pool is idle again."""
+        while self._awaiting > 0:
+            self._awaiting -= len(self.pool.recv_blocking())
+        self._interrupted = False
+
+    def _gather(self, ids: npt.NDArray[np.int32]) -> Rows:
+        batches: list[Batch] = []
+        self._interrupted = True
+        while self._awaiting > 0:
+            batch = self.pool.recv_blocking()
+            self._awaiting -= len(batch)
+            batches.append(batch)
+        self._interrupted = False
+        return _rows(batches, ids)
+
+
+def _rows(batches: list[Batch], ids: npt.NDArray[np.int32]) -> Rows:
+    """The rows of ``ids`` (sorted env ids) out of ``batches``, ordered by env id."""
+    env_id = np.concatenate([b.env_id for b in batches])
+    order = np.argsort(env_id, kind="stable")
+    take = order[np.searchsorted(env_id[order], ids)]
+
+    def pick(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+        whole = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return whole[take]  # fancy indexing: a writeable copy
+
+    info: dict[str, Any] = {}
+    for key, value in batches[0].info.items():
+        if isinstance(value, dict):
+            info[key] = {k: pick([b.info[key][k] for b in batches]) for k in value}
+        else:
+            info[key] = pick([b.info[key] for b in batches])
+    return Rows(env_id=pick([b.env_id for b in batches]), obs=pick([b.obs for b in batches]),
+                reward=pick([b.reward for b in batches]),
+                terminated=pick([b.terminated for b in batches]),
+                truncated=pick([b.truncated for b in batches]), info=info)

@@ -1,0 +1,125 @@
+"""A ``dm_env.Environment`` over a pool, returning batched ``TimeStep``s (needs ``dm-env``).
+
+Every field of a ``TimeStep`` holds one entry per env: ``step_type`` is an array of
+``dm_env.StepType`` values (FIRST on a reset, LAST where the episode ended, MID otherwise),
+``discount`` is 0 where the episode terminated and 1 elsewhere (a truncation keeps 1: the
+state still has a value). On FIRST rows ``reward`` is 0 and ``discount`` 1, as a batch cannot
+hold dm_env's None. As in dm_env, the ``step`` after a LAST starts a new episode for that env
+and ignores its action.
+
+Example:
+    >>> env = aiopool.make_dm("CartPole-v1", num_envs=8)
+    >>> timestep = env.reset()
+    >>> while not timestep.last().all():
+    ...     timestep = env.step(policy(timestep.observation))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dm_env  # type: ignore[import-untyped,import-not-found,unused-ignore]
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+from dm_env import specs
+
+from . import Lockstep, Rows
+
+__all__ = ["DmEnvironment", "make_dm"]
+
+
+class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
+    """``num_envs`` native envs stepped together; build it with ``make_dm``.
+
+    Specs are batched (leading dimension ``num_envs``) so that ``spec.validate`` accepts the
+    arrays of a ``TimeStep``; ``single_observation_spec()`` / ``single_action_spec()`` describe
+    one env.
+    """
+
+    def __init__(self, env_id: str, num_envs: int = 1, *, seed: int | None = 0,
+                 num_threads: int | None = None, **make_kwargs: Any) -> None:
+        self._steps = Lockstep(env_id, num_envs, seed=seed, autoreset="next_step",
+                               num_threads=num_threads, partial_resets=False, **make_kwargs)
+        self.num_envs = num_envs
+        pool = self._steps.pool
+        self._obs_space = pool.single_observation_space
+        self._action_space = pool.single_action_space
+        self._env_id = env_id
+
+    def reset(self, seed: int | None = None) -> dm_env.TimeStep:
+        """Start a new episode in every env (``seed``: env ``i`` gets ``seed + i``; None
+        continues each env's random stream)."""
+        return self._timestep(self._steps.reset(seed=seed))
+
+    def step(self, action: npt.ArrayLike) -> dm_env.TimeStep:
+        """One action per env; envs whose last step was LAST reset instead (FIRST)."""
+        return self._timestep(self._steps.step(action))
+
+    def observation_spec(self) -> specs.BoundedArray:
+        return _box_spec(self._obs_space, "observation", self.num_envs)
+
+    def action_spec(self) -> specs.BoundedArray:
+        return _action_spec(self._action_space, self.num_envs)
+
+    def reward_spec(self) -> specs.Array:
+        return specs.Array((self.num_envs,), np.float64, name="reward")
+
+    def discount_spec(self) -> specs.BoundedArray:
+        return specs.BoundedArray((self.num_envs,), np.float64, 0.0, 1.0, name="discount")
+
+    def single_observation_spec(self) -> specs.BoundedArray:
+        """The observation spec of one env."""
+        return _box_spec(self._obs_space, "observation", None)
+
+    def single_action_spec(self) -> specs.BoundedArray:
+        """The action spec of one env (a ``DiscreteArray`` for discrete actions)."""
+        return _action_spec(self._action_space, None)
+
+    def close(self) -> None:
+        self._steps.close()
+
+    def __repr__(self) -> str:
+        return f"DmEnvironment({self._env_id!r}, num_envs={self.num_envs})"
+
+    @staticmethod
+    def _timestep(rows: Rows) -> dm_env.TimeStep:
+        step_type = np.full(len(rows.env_id), dm_env.StepType.MID, dtype=np.int8)
+        step_type[rows.terminated | rows.truncated] = dm_env.StepType.LAST
+        step_type[rows.info["elapsed_step"] == 0] = dm_env.StepType.FIRST
+        discount = np.where(rows.terminated, 0.0, 1.0)
+        return dm_env.TimeStep(step_type=step_type, reward=rows.reward, discount=discount,
+                               observation=rows.obs)
+
+
+def _box_spec(space: gym.spaces.Box, name: str, num_envs: int | None) -> specs.BoundedArray:
+    lead = () if num_envs is None else (num_envs,)
+    return specs.BoundedArray(lead + space.shape, space.dtype,
+                              np.broadcast_to(space.low, lead + space.shape),
+                              np.broadcast_to(space.high, lead + space.shape), name=name)
+
+
+def _action_spec(space: gym.spaces.Space[Any], num_envs: int | None) -> specs.BoundedArray:
+    if isinstance(space, gym.spaces.Discrete):
+        if num_envs is None:
+            return specs.DiscreteArray(int(space.n), dtype=space.dtype, name="action")
+        return specs.BoundedArray((num_envs,), space.dtype, int(space.start),
+                                  int(space.start + space.n - 1), name="action")
+    if isinstance(space, gym.spaces.Box):
+        return _box_spec(space, "action", num_envs)
+    raise TypeError(f"no dm_env spec for the action space {space}")
+
+
+def make_dm(env_id: str, num_envs: int = 1, *, seed: int | None = 0,
+            num_threads: int | None = None, **make_kwargs: Any) -> DmEnvironment:
+    """A ``dm_env.Environment`` of ``num_envs`` copies of ``env_id`` with batched TimeSteps.
+
+    Args:
+        env_id: a registered id (``aiopool.list_envs()``).
+        num_envs: envs stepped together.
+        seed: env ``i`` is seeded ``seed + i`` at the first ``reset()``.
+        num_threads: worker threads (default: one less than the cores).
+        **make_kwargs: the env's constructor kwargs and ``aiopool.make`` options such as
+            ``max_episode_steps``.
+    """
+    return DmEnvironment(env_id, num_envs, seed=seed, num_threads=num_threads, **make_kwargs)

@@ -1,0 +1,199 @@
+"""A ``gymnasium.vector.VectorEnv`` over a pool, for code that calls ``reset()`` / ``step()``.
+
+It behaves like ``gymnasium.make_vec(env_id, num_envs, vectorization_mode="sync",
+vector_kwargs={"autoreset_mode": ...})``: the same observations, rewards, terminations,
+truncations and autoreset behaviour step for step, and gymnasium's vector wrappers work on top.
+
+Example:
+    >>> envs = aiopool.make_gymnasium("CartPole-v1", num_envs=8)
+    >>> obs, info = envs.reset(seed=42)
+    >>> obs, reward, terminated, truncated, info = envs.step(envs.action_space.sample())
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from . import Lockstep, Rows, Seeds
+
+__all__ = ["GymnasiumVectorEnv", "make_gymnasium"]
+
+_POOL_MODES = {AutoresetMode.NEXT_STEP: "next_step", AutoresetMode.SAME_STEP: "same_step",
+               AutoresetMode.DISABLED: "disabled"}
+
+Array = npt.NDArray[Any]
+
+
+class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
+    """``num_envs`` native envs stepped together by C++ workers; build it with ``make_gymnasium``.
+
+    Infos are a dict of arrays with gymnasium's ``_key`` masks: the pool's ``elapsed_step``,
+    ``episode_return`` and ``episode_length`` (the ended episode's where ``terminated |
+    truncated``) and family extras; with ``autoreset_mode="same_step"`` also ``final_obs`` (an
+    object array, as gymnasium's) and ``final_info`` where an episode ended.
+
+    Differences from ``SyncVectorEnv``: ``reset()`` without a seed on a fresh env continues
+    from the ``seed`` given to ``make_gymnasium`` (default 0) rather than OS entropy; ``reset``
+    takes no options other than ``reset_mask``; nothing renders yet.
+    """
+
+    def __init__(self, env_id: str, num_envs: int = 1, *, seed: int | None = 0,
+                 autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+                 num_threads: int | None = None, **make_kwargs: Any) -> None:
+        mode = _autoreset_mode(autoreset_mode)
+        if make_kwargs.get("render_mode") is not None:
+            raise ValueError(f"render_mode={make_kwargs['render_mode']!r}: aiopool's native envs"
+                             " do not render yet; use gymnasium.make_vec to render")
+        make_kwargs.pop("render_mode", None)
+        self._steps = Lockstep(env_id, num_envs, seed=seed, autoreset=_POOL_MODES[mode],
+                               num_threads=num_threads, partial_resets=True, **make_kwargs)
+        pool = self._steps.pool
+        self.num_envs = num_envs
+        self.autoreset_mode = mode
+        self.metadata = {"autoreset_mode": mode, "render_modes": []}
+        self.render_mode = None
+        self.single_observation_space = pool.single_observation_space
+        self.single_action_space = pool.single_action_space
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self._env_id = env_id
+        self._obs: Array = np.zeros((num_envs, *self.single_observation_space.shape),
+                                    dtype=self.single_observation_space.dtype)
+        self._ended = np.zeros(num_envs, dtype=np.bool_)  # for DISABLED: must reset first
+
+    def reset(self, *, seed: Seeds = None,
+              options: dict[str, Any] | None = None) -> tuple[Array, dict[str, Any]]:
+        """Reset every env, or those of ``options["reset_mask"]`` (the full batch is returned).
+
+        Args:
+            seed: None, an int (env ``i`` gets ``seed + i``) or one seed (or None) per env.
+            options: only ``{"reset_mask": bool array of shape (num_envs,)}``.
+        """
+        ids = None
+        options = dict(options or {})
+        if "reset_mask" in options:
+            ids = np.flatnonzero(self._check_mask(options.pop("reset_mask"))).astype(np.int32)
+        if options:
+            raise ValueError(f"reset options {sorted(options)} are not supported: aiopool's "
+                             "native envs take no reset options (only reset_mask is understood)")
+        rows = self._steps.reset(ids, seed)
+        self._obs[rows.env_id] = rows.obs
+        self._ended[rows.env_id] = False
+        return self._obs.copy(), self._infos(rows)
+
+    def step(self, actions: npt.ArrayLike) -> tuple[
+            Array, npt.NDArray[np.float64], npt.NDArray[np.bool_], npt.NDArray[np.bool_],
+            dict[str, Any]]:
+        """Step every env once; see the class docstring for the infos."""
+        if self.autoreset_mode is AutoresetMode.DISABLED and self._ended.any():
+            raise ValueError(
+                f"envs {np.flatnonzero(self._ended).tolist()} ended their episodes and "
+                "autoreset_mode is DISABLED; reset them first with "
+                "reset(options={'reset_mask': terminated | truncated})")
+        rows = self._steps.step(actions)
+        self._obs[:] = rows.obs
+        self._ended[:] = rows.terminated | rows.truncated
+        return rows.obs, rows.reward, rows.terminated, rows.truncated, self._infos(rows)
+
+    def render(self) -> tuple[Any, ...] | None:
+        raise NotImplementedError(
+            f"aiopool's {self._env_id} has no renderer yet; render with "
+            f"gymnasium.make_vec({self._env_id!r}, ..., render_mode='rgb_array') instead")
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self._steps.close()
+
+    def __repr__(self) -> str:
+        return (f"GymnasiumVectorEnv({self._env_id!r}, num_envs={self.num_envs}, "
+                f"autoreset_mode={self.autoreset_mode})")
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _check_mask(self, mask: Any) -> npt.NDArray[np.bool_]:
+        # The same checks, in the same order, as gymnasium's SyncVectorEnv.
+        if not isinstance(mask, np.ndarray):
+            raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
+        if mask.shape != (self.num_envs,):
+            raise ValueError(f"`options['reset_mask']` must have shape `({self.num_envs},)`, "
+                             f"got {mask.shape}")
+        if mask.dtype != np.bool_:
+            raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got "
+                            f"{mask.dtype}")
+        if not mask.any():
+            raise ValueError("`options['reset_mask']` must contain a boolean array with at "
+                             f"least one True value, got reset_mask={mask}")
+        return mask
+
+    def _infos(self, rows: Rows) -> dict[str, Any]:
+        """gymnasium's dict of arrays with ``_key`` masks, over all ``num_envs`` envs."""
+        n = self.num_envs
+        present = np.zeros(n, dtype=np.bool_)
+        present[rows.env_id] = True
+        infos: dict[str, Any] = {}
+        final_obs = rows.info.get("final_obs")
+        final_info = rows.info.get("final_info")
+        for key, value in rows.info.items():
+            if key not in ("final_obs", "final_info"):
+                infos[key], infos[f"_{key}"] = _spread(value, rows.env_id, n), present.copy()
+        ended = np.zeros(n, dtype=np.bool_)
+        ended[rows.env_id] = rows.terminated | rows.truncated
+        if final_obs is not None and ended.any():
+            objects = np.full(n, None, dtype=object)
+            for row, i in enumerate(rows.env_id.tolist()):
+                if ended[i]:
+                    objects[i] = final_obs[row]
+            infos["final_obs"], infos["_final_obs"] = objects, ended.copy()
+            if final_info is not None:
+                inner: dict[str, Any] = {}
+                for key, value in final_info.items():
+                    inner[key], inner[f"_{key}"] = _spread(value, rows.env_id, n), ended.copy()
+                infos["final_info"], infos["_final_info"] = inner, ended.copy()
+        return infos
+
+
+def _autoreset_mode(value: str | AutoresetMode) -> AutoresetMode:
+    """An AutoresetMode from itself, its value (``"NextStep"``) or aiopool's name."""
+    for mode, name in _POOL_MODES.items():
+        if value in (mode, mode.value, name):
+            return mode
+    raise ValueError(f"autoreset_mode is {value!r}, expected a gymnasium AutoresetMode or one "
+                     f"of {[m.value for m in _POOL_MODES]} or {list(_POOL_MODES.values())}")
+
+
+def _spread(value: Array, env_id: npt.NDArray[np.int32], n: int) -> Array:
+    """``value`` (one row per ``env_id``) as an array over all ``n`` envs, zeros elsewhere."""
+    if len(env_id) == n:
+        return value
+    out = np.zeros((n, *value.shape[1:]), dtype=value.dtype)
+    out[env_id] = value
+    return out
+
+
+def make_gymnasium(env_id: str, num_envs: int = 1, *, seed: int | None = 0,
+                   autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+                   num_threads: int | None = None, **make_kwargs: Any) -> GymnasiumVectorEnv:
+    """A ``gymnasium.vector.VectorEnv`` of ``num_envs`` copies of ``env_id``.
+
+    Args:
+        env_id: a registered id (``aiopool.list_envs()``), such as ``"CartPole-v1"``.
+        num_envs: envs stepped together.
+        seed: the seed of the first ``reset()`` when it is given none (env ``i`` uses
+            ``seed + i``).
+        autoreset_mode: a ``gymnasium.vector.AutoresetMode`` (or its value, such as
+            ``"NextStep"``, or aiopool's ``"next_step"`` / ``"same_step"`` / ``"disabled"``).
+        num_threads: worker threads (default: one less than the cores).
+        **make_kwargs: the env's constructor kwargs and ``aiopool.make`` options such as
+            ``max_episode_steps``.
+
+    Example:
+        >>> # envs = gymnasium.make_vec("CartPole-v1", 8, vectorization_mode="sync")
+        >>> envs = aiopool.make_gymnasium("CartPole-v1", 8)
+    """
+    return GymnasiumVectorEnv(env_id, num_envs, seed=seed, autoreset_mode=autoreset_mode,
+                              num_threads=num_threads, **make_kwargs)

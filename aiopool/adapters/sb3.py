@@ -1,0 +1,138 @@
+"""A Stable-Baselines3 ``VecEnv`` over a pool (needs ``stable-baselines3``).
+
+It behaves like SB3's ``DummyVecEnv`` over ``Monitor``-wrapped gymnasium envs: SB3's same-step
+autoreset (a finished env resets within the step; its last observation is in
+``infos[i]["terminal_observation"]``), ``infos[i]["TimeLimit.truncated"]``, float32 rewards,
+seeds applied at the next ``reset()``, and Monitor's ``infos[i]["episode"]`` (``r``, ``l``,
+``t``) where an episode ended, so SB3 logs ``rollout/ep_rew_mean`` without a wrapper.
+
+Example:
+    >>> from stable_baselines3 import PPO
+    >>> env = aiopool.make_sb3("CartPole-v1", num_envs=8)
+    >>> PPO("MlpPolicy", env).learn(50_000)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env.base_vec_env import (
+    VecEnv,
+    VecEnvIndices,
+    VecEnvObs,
+    VecEnvStepReturn,
+)
+
+from . import Lockstep
+
+__all__ = ["Sb3VecEnv", "make_sb3"]
+
+
+class Sb3VecEnv(VecEnv):
+    """``num_envs`` native envs stepped together; build it with ``make_sb3``.
+
+    ``step_async`` sends the actions to the C++ workers and returns at once; ``step_wait``
+    waits for them with the GIL released. The envs live in C++: ``get_attr`` answers
+    ``render_mode``, ``observation_space``, ``action_space``, ``spec`` and ``metadata``;
+    ``set_attr`` and ``env_method`` raise. Nothing renders yet.
+    """
+
+    def __init__(self, env_id: str, num_envs: int = 1, *, seed: int | None = 0,
+                 num_threads: int | None = None, **make_kwargs: Any) -> None:
+        self._steps = Lockstep(env_id, num_envs, seed=seed, autoreset="same_step",
+                               num_threads=num_threads, partial_resets=False, **make_kwargs)
+        pool = self._steps.pool
+        self._env_id = env_id
+        self._attrs: dict[str, Any] = {
+            "render_mode": None, "observation_space": pool.single_observation_space,
+            "action_space": pool.single_action_space, "spec": pool.spec,
+            "metadata": {"render_modes": []}}
+        self._t_start = time.time()
+        super().__init__(num_envs, pool.single_observation_space, pool.single_action_space)
+
+    def reset(self) -> VecEnvObs:
+        """Reset every env, with the seeds of ``seed()`` if it was called since the last reset."""
+        options = [o for o in self._options if o]
+        if options:
+            raise ValueError(f"reset options {options[0]!r} are not supported: aiopool's native "
+                             "envs take no reset options")
+        seeds = None if all(s is None for s in self._seeds) else list(self._seeds)
+        rows = self._steps.reset(seed=seeds)
+        self._reset_seeds()
+        self._reset_options()
+        self.reset_infos = [{} for _ in range(self.num_envs)]
+        return rows.obs
+
+    def step_async(self, actions: npt.NDArray[Any]) -> None:
+        """Send the actions to the workers and return at once."""
+        self._steps.send(actions)
+
+    def step_wait(self) -> VecEnvStepReturn:
+        """Wait (GIL released) for the step sent by ``step_async``."""
+        rows = self._steps.wait()
+        done = rows.terminated | rows.truncated
+        time_limit = rows.truncated & ~rows.terminated
+        infos: list[dict[str, Any]] = [{"TimeLimit.truncated": bool(t)} for t in time_limit]
+        elapsed = round(time.time() - self._t_start, 6)
+        for i in np.flatnonzero(done).tolist():
+            infos[i]["terminal_observation"] = rows.info["final_obs"][i]
+            infos[i]["episode"] = {"r": round(float(rows.info["episode_return"][i]), 6),
+                                   "l": int(rows.info["episode_length"][i]), "t": elapsed}
+        return rows.obs, rows.reward.astype(np.float32), done, infos
+
+    def close(self) -> None:
+        self._steps.close()
+
+    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+        if attr_name not in self._attrs:
+            raise AttributeError(
+                f"aiopool's {self._env_id} envs run in C++ and have no attribute {attr_name!r};"
+                f" get_attr knows {sorted(self._attrs)}")
+        return [self._attrs[attr_name] for _ in self._get_indices(indices)]
+
+    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+        raise NotImplementedError(
+            f"aiopool's envs run in C++ and their attributes cannot be set ({attr_name!r}); "
+            "pass the env's constructor kwargs to make_sb3 instead")
+
+    def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None,
+                   **method_kwargs: Any) -> list[Any]:
+        raise NotImplementedError(
+            f"aiopool's envs run in C++ and have no Python methods to call ({method_name!r}); "
+            "use reset/step on the VecEnv, seed() for seeds")
+
+    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper[Any, Any, Any, Any]],
+                       indices: VecEnvIndices = None) -> list[bool]:
+        """True only for SB3's ``Monitor``: the infos carry Monitor's ``episode`` dicts."""
+        return [wrapper_class is Monitor for _ in self._get_indices(indices)]
+
+    def get_images(self) -> Sequence[npt.NDArray[Any] | None]:
+        raise NotImplementedError(f"aiopool's {self._env_id} has no renderer yet")
+
+    def render(self, mode: str | None = None) -> npt.NDArray[Any] | None:
+        raise NotImplementedError(f"aiopool's {self._env_id} has no renderer yet")
+
+    def __repr__(self) -> str:
+        return f"Sb3VecEnv({self._env_id!r}, num_envs={self.num_envs})"
+
+
+def make_sb3(env_id: str, num_envs: int = 1, *, seed: int | None = 0,
+             num_threads: int | None = None, **make_kwargs: Any) -> Sb3VecEnv:
+    """A Stable-Baselines3 ``VecEnv`` of ``num_envs`` copies of ``env_id``.
+
+    Args:
+        env_id: a registered id (``aiopool.list_envs()``).
+        num_envs: envs stepped together.
+        seed: env ``i`` is seeded ``seed + i`` at the first ``reset()`` (``env.seed(s)``
+            re-seeds at the next one, as in SB3).
+        num_threads: worker threads (default: one less than the cores).
+        **make_kwargs: the env's constructor kwargs and ``aiopool.make`` options such as
+            ``max_episode_steps``.
+    """
+    return Sb3VecEnv(env_id, num_envs, seed=seed, num_threads=num_threads, **make_kwargs)
