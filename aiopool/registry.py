@@ -37,9 +37,9 @@ def make(env_id: str, num_envs: int = 1, batch_size: int | None = None,
             (final observation in ``info["final_obs"]``) or ``"disabled"``.
         max_episode_steps: override gymnasium's time limit (0: none).
         recv_spin_us: how long ``recv`` busy-polls before sleeping on the eventfd (default
-            20 µs, 0 when the workers already use every core).
-        worker_spin_us: how long an idle worker busy-polls before sleeping (default 50 µs,
-            5 µs when the workers use every core).
+            20 µs: waking a sleeping thread costs ~20 µs on a VM).
+        worker_spin_us: how long an idle worker busy-polls before sleeping (default 50 µs).
+            At most ``cores - 1`` workers poll at once, so the Python thread keeps a core.
         **env_kwargs: the env's gymnasium constructor arguments.
 
     Raises:
@@ -59,7 +59,7 @@ def make(env_id: str, num_envs: int = 1, batch_size: int | None = None,
     batch_size = num_envs if batch_size is None else batch_size
     if batch_size > num_envs:
         raise ValueError(f"batch_size ({batch_size}) must not exceed num_envs ({num_envs})")
-    cores = os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0)) or 1
     if num_threads is None:
         num_threads = max(1, min(num_envs, cores - 1))
     if autoreset not in _AUTORESET_MODES:
@@ -67,15 +67,16 @@ def make(env_id: str, num_envs: int = 1, batch_size: int | None = None,
     if max_episode_steps is not None and (not isinstance(max_episode_steps, int)
                                           or max_episode_steps < 0):
         raise ValueError(f"max_episode_steps is {max_episode_steps!r}, expected an int >= 0")
-    saturated = num_threads >= cores
+    # At most cores - 1 workers busy-poll at once, leaving a core for the Python thread.
+    max_spinners = num_threads if num_threads < cores else max(1, cores - 1)
     if recv_spin_us is None:
-        recv_spin_us = 0.0 if saturated else 20.0
+        recv_spin_us = 20.0
     if worker_spin_us is None:
-        worker_spin_us = 5.0 if saturated else 50.0
+        worker_spin_us = 50.0
     config = _config(env_id, env_kwargs)
     native = _core.Pool(env_id, {k: float(v) for k, v in config.items()}, num_envs, batch_size,
                         num_threads, autoreset, int(worker_spin_us * 1000),
-                        -1 if max_episode_steps is None else max_episode_steps)
+                        -1 if max_episode_steps is None else max_episode_steps, max_spinners)
     spec = EnvSpec.from_native(env_id, native.spec, config)
     return Pool(native, spec, seed=seed, autoreset=autoreset, recv_spin_us=recv_spin_us)
 

@@ -10,11 +10,15 @@
 // tickets come and go meanwhile). The producer then waits for that worker (push_wait), never
 // for a consumer of results.
 //
-// Sleeping: a worker that finds the ring empty spins for `spin_ns`, then announces itself in
-// `sleepers_`, re-checks the ring and futex-waits on `epoch_`. The producer pushes, then reads
-// `sleepers_` and bumps `epoch_` + wakes only if someone sleeps. Both sides put a seq_cst fence
-// between their write and their read (Dekker), so either the worker sees the ticket or the
-// producer sees the sleeper: no lost wake-up.
+// Sleeping: a worker that finds the ring empty spins for `spin_ns` (at most `max_spinners_`
+// workers spin at once; the others sleep at once, so a core stays free for the Python thread
+// when there are as many workers as cores), then announces itself in `sleepers_`, re-checks
+// the ring and futex-waits on `epoch_`. The producer pushes, then reads `spinning_` and
+// `sleepers_`, and bumps `epoch_` + wakes only the sleepers that idle spinners cannot cover.
+// Both sides put a seq_cst fence between their write and their read (Dekker): either the
+// sleeper's re-check sees the ticket or the producer sees the sleeper. A spinner the producer
+// counted either pops again (this ticket, or another and then comes back) or stops spinning
+// after the producer's read, and then re-checks the ring before it sleeps: no lost wake-up.
 #pragma once
 
 #include <linux/futex.h>
@@ -107,12 +111,16 @@ class ActionQueue {
     }
   }
 
-  // After a burst of pushes: wake up to `n` sleeping workers.
+  void set_max_spinners(int n) { max_spinners_ = n < 1 ? 1 : n; }
+
+  // After a burst of `n` tickets: wake the sleepers that idle spinners will not cover.
   void wake(int n) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (sleepers_.load(std::memory_order_relaxed) == 0) return;
+    if (sleepers_.load(std::memory_order_seq_cst) == 0) return;
+    const int need = n - static_cast<int>(spinning_.load(std::memory_order_seq_cst));
+    if (need <= 0) return;
     epoch_.fetch_add(1, std::memory_order_relaxed);
-    futex_wake(&epoch_, n);
+    futex_wake(&epoch_, need);
   }
 
   bool try_pop(Ticket& out) {
@@ -140,12 +148,17 @@ class ActionQueue {
   // only if they are already visible, which close() does not rely on).
   bool pop_wait(Ticket& out, int64_t spin_ns, const std::atomic<bool>& stop) {
     if (try_pop(out)) return true;
-    const int64_t until = now_ns() + spin_ns;
-    do {
-      for (int i = 0; i < 16; ++i) cpu_relax();
-      if (try_pop(out)) return true;
+    if (spin_ns > 0 && start_spinning()) {
+      const int64_t until = now_ns() + spin_ns;
+      bool got = false;
+      do {
+        for (int i = 0; i < 16; ++i) cpu_relax();
+        got = try_pop(out);
+      } while (!got && !stop.load(std::memory_order_relaxed) && now_ns() < until);
+      spinning_.fetch_sub(1, std::memory_order_seq_cst);
+      if (got) return true;
       if (stop.load(std::memory_order_relaxed)) return false;
-    } while (now_ns() < until);
+    }
     for (;;) {
       sleepers_.fetch_add(1, std::memory_order_relaxed);
       const uint32_t e = epoch_.load(std::memory_order_relaxed);
@@ -158,6 +171,13 @@ class ActionQueue {
       if (stopping) return false;
       if (try_pop(out)) return true;
     }
+  }
+
+  bool start_spinning() {
+    uint32_t s = spinning_.load(std::memory_order_relaxed);
+    while (s < static_cast<uint32_t>(max_spinners_))
+      if (spinning_.compare_exchange_weak(s, s + 1, std::memory_order_seq_cst)) return true;
+    return false;
   }
 
   // close(): set `stop` first, then call this so every sleeper wakes and sees it.
@@ -178,6 +198,8 @@ class ActionQueue {
   alignas(64) std::atomic<std::size_t> head_{0};
   alignas(64) std::atomic<uint32_t> epoch_{0};
   std::atomic<uint32_t> sleepers_{0};
+  std::atomic<uint32_t> spinning_{0};  // workers in their spin, not holding a ticket
+  int max_spinners_ = 1 << 20;
 };
 
 }  // namespace aiopool

@@ -212,7 +212,7 @@ NB_MODULE(_core, m) {
           "__init__",
           [](PyPool* self, const std::string& id, const std::map<std::string, double>& config, int num_envs,
              int batch_size, int num_threads, const std::string& autoreset, int64_t worker_spin_ns,
-             int max_episode_steps) {
+             int max_episode_steps, int max_spinners) {
             PoolOptions o;
             o.num_envs = num_envs;
             o.batch_size = batch_size;
@@ -220,11 +220,12 @@ NB_MODULE(_core, m) {
             o.autoreset = parse_autoreset(autoreset);
             o.worker_spin_ns = worker_spin_ns;
             o.max_episode_steps = max_episode_steps;
+            o.max_spinners = max_spinners;
             new (self) PyPool(Registry::get().find(id), Config(config), o);
           },
           nb::arg("env_id"), nb::arg("config"), nb::arg("num_envs"), nb::arg("batch_size"),
           nb::arg("num_threads"), nb::arg("autoreset"), nb::arg("worker_spin_ns"),
-          nb::arg("max_episode_steps"))
+          nb::arg("max_episode_steps"), nb::arg("max_spinners"))
       .def_prop_ro("spec",
                    [](PyPool& p) {
                      const EnvSpec& s = p.spec();

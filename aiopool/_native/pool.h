@@ -31,6 +31,7 @@ struct PoolOptions {
   AutoReset autoreset = AutoReset::kNextStep;
   int64_t worker_spin_ns = 50'000;
   int max_episode_steps = -1;  // -1: the registered time limit; 0: none
+  int max_spinners = 1 << 20;  // workers allowed to spin at once (see ActionQueue)
 };
 
 class Pool {
@@ -48,6 +49,7 @@ class Pool {
     needs_reset_.assign(n, kNeverReset);
     stamp_.assign(n, 0);
     runner_->out = Output{&ring_, &ready_, &published_rows_, &store_->layout()};
+    queue_.set_max_spinners(opt.max_spinners);
     workers_ = std::make_unique<WorkerPool>(queue_, *runner_, opt.num_threads, opt.worker_spin_ns);
   }
   ~Pool() { close(); }

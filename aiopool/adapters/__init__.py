@@ -58,8 +58,9 @@ class Lockstep:
             envs, reset alongside; see the module docstring).
         **make_kwargs: passed on to ``aiopool.make`` (``max_episode_steps``, env kwargs, ...).
 
-    After a call is interrupted (Ctrl-C while waiting), its rows are drained by the next
-    ``reset``; ``step`` refuses to run until then, since the caller never saw those rows.
+    A call interrupted while waiting (Ctrl-C) loses nothing: the rows received so far are
+    kept, ``wait`` finishes an interrupted step, and ``reset`` drains whatever is pending.
+    ``send`` refuses to run while rows are pending, since the caller has not seen them.
     """
 
     def __init__(self, env_id: str, num_envs: int, *, seed: int | None, autoreset: str,
@@ -77,8 +78,9 @@ class Lockstep:
         self.ever_reset = False
         self._ids = np.arange(num_envs, dtype=np.int32)
         self._fillers = np.arange(num_envs, num_envs + fillers, dtype=np.int32)
-        self._awaiting = 0  # rows sent for and not yet received
-        self._interrupted = False
+        self._pending: str | None = None  # "reset" or "step" while its rows are awaited
+        self._awaiting = 0  # rows of the pending call not yet received
+        self._inbox: list[Batch] = []  # batches of the pending call received so far
 
     @property
     def closed(self) -> bool:
@@ -102,25 +104,24 @@ class Lockstep:
         if len(filler):
             self.pool.async_reset(env_ids=filler)
         self.ever_reset = True
-        self._awaiting = self.num_envs
+        self._pending, self._awaiting = "reset", self.num_envs
         return self._gather(ids)
 
     def send(self, actions: npt.ArrayLike) -> None:
         """Send one action per env; ``wait`` returns the rows."""
-        if self._interrupted:
-            raise RuntimeError("a previous call was interrupted before its results arrived; "
-                               "call reset() before stepping again")
         if not self.ever_reset:
             raise RuntimeError("step() before reset(): call reset() first")
-        if self._awaiting:
-            raise RuntimeError("the previous step's results have not been received yet "
-                               "(SB3: call step_wait() before step_async() again)")
+        if self._pending is not None:
+            raise RuntimeError(
+                f"the results of the previous {self._pending} have not all been received (it "
+                "was interrupted, or SB3's step_async() was not followed by step_wait()); call "
+                "reset(), or step_wait() to receive a pending step")
         self.pool.send(actions, self._ids)
-        self._awaiting = self.num_envs
+        self._pending, self._awaiting = "step", self.num_envs
 
     def wait(self) -> Rows:
         """The rows of the last ``send``, ordered by env id."""
-        if not self._awaiting:
+        if self._pending != "step":
             raise RuntimeError("nothing to wait for: send actions first "
                                "(SB3: call step_async() before step_wait())")
         return self._gather(self._ids)
@@ -157,19 +158,18 @@ class Lockstep:
         return [(base, np.array(g, dtype=np.int32)) for base, g in groups.items()]
 
     def _drain(self) -> None:
-        """Receive and drop the rows of an interrupted call, so the pool is idle again."""
+        """Receive and drop the rows of a pending call, so every env is idle again."""
         while self._awaiting > 0:
             self._awaiting -= len(self.pool.recv_blocking())
-        self._interrupted = False
+        self._inbox.clear()
+        self._pending = None
 
     def _gather(self, ids: npt.NDArray[np.int32]) -> Rows:
-        batches: list[Batch] = []
-        self._interrupted = True
         while self._awaiting > 0:
             batch = self.pool.recv_blocking()
+            self._inbox.append(batch)
             self._awaiting -= len(batch)
-            batches.append(batch)
-        self._interrupted = False
+        batches, self._inbox, self._pending = self._inbox, [], None
         return _rows(batches, ids)
 
 

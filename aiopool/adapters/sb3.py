@@ -10,6 +10,8 @@ Example:
     >>> from stable_baselines3 import PPO
     >>> env = aiopool.make_sb3("CartPole-v1", num_envs=8)
     >>> PPO("MlpPolicy", env).learn(50_000)
+
+The ``type: ignore`` on the imports keeps mypy clean where the optional extra is not installed.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
-from stable_baselines3.common.monitor import Monitor
-from stable_baselines3.common.vec_env.base_vec_env import (
-    VecEnv,
+from stable_baselines3.common.monitor import Monitor  # type: ignore[import-not-found,unused-ignore]
+from stable_baselines3.common.vec_env import VecEnv  # type: ignore[import-not-found,unused-ignore]
+from stable_baselines3.common.vec_env.base_vec_env import (  # type: ignore[import-not-found,unused-ignore]
     VecEnvIndices,
     VecEnvObs,
     VecEnvStepReturn,
@@ -34,7 +36,7 @@ from . import Lockstep
 __all__ = ["Sb3VecEnv", "make_sb3"]
 
 
-class Sb3VecEnv(VecEnv):
+class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
     """``num_envs`` native envs stepped together; build it with ``make_sb3``.
 
     ``step_async`` sends the actions to the C++ workers and returns at once; ``step_wait``

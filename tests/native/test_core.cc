@@ -387,6 +387,7 @@ struct PoolCase {
   bool use_eventfd = true;  // else wait()
   std::size_t hold = 0;     // blocks the consumer keeps before releasing the oldest
   int64_t step_ns = 0, jitter_ns = 0;
+  int max_spinners = 1 << 20;  // workers allowed to spin at once
 };
 
 const char* mode_name(AutoReset m) {
@@ -501,6 +502,7 @@ void run_pool_case(const PoolCase& c, uint32_t seed) {
   o.autoreset = c.mode;
   o.worker_spin_ns = c.worker_spin_ns;
   o.max_episode_steps = c.max_episode_steps;
+  o.max_spinners = c.max_spinners;
   Pool pool(counting(), counting_config(c.episode_length, 1000, c.step_ns, c.jitter_ns, c.chunk), o);
   const Layout& L = pool.layout();
   CHECK_EQ(L.final_obs >= 0, c.mode == AutoReset::kSameStep);
@@ -676,10 +678,15 @@ std::vector<PoolCase> shapes(AutoReset mode, int rows) {
   c->chunk = 4;
   c->max_episode_steps = 5;  // truncation before termination
   c->take_spin_ns = 20'000;
+  c->max_spinners = 1;  // two of three workers sleep; sends wake only what the spinner can't take
   c = add(37, 5, 2);
   c->episode_length = 3;
   c->worker_spin_ns = 0;
   c->hold = 2;
+  c = add(48, 12, 2);
+  c->chunk = 3;
+  c->max_spinners = 1;  // as on a 2-core machine with 2 workers
+  c->worker_spin_ns = 2'000;
   c = add(256, 128, 2);
   c->chunk = 15;
   c->episode_length = 50;
