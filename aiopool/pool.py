@@ -194,7 +194,9 @@ class Pool:
     async def step(self, actions: npt.ArrayLike) -> Batch:
         """Step every env once and return all rows ordered by env_id (sync semantics).
 
-        Needs every env idle and ``num_envs`` divisible by ``batch_size``.
+        Needs every env idle and ``num_envs`` divisible by ``batch_size``. The result is the
+        received batch itself when its rows already come in env_id order, else a read-only
+        copy in that order.
 
         Cancellation: batches this call already received go back to the front of the queue;
         those still in flight arrive through later ``recv`` calls.
@@ -209,6 +211,10 @@ class Pool:
             for b in reversed(received):
                 self._returned.appendleft(b)
             raise
+        if len(received) == 1:
+            ids = received[0].env_id
+            if bool((ids[1:] > ids[:-1]).all()):  # rows already in env_id order: no copy
+                return received[0]
         return Batch.sorted_concat(received)
 
     def recv_blocking(self, timeout: float | None = None) -> Batch:
