@@ -82,10 +82,6 @@ class Lockstep:
         self._awaiting = 0  # rows of the pending call not yet received
         self._inbox: list[Batch] = []  # batches of the pending call received so far
 
-    @property
-    def closed(self) -> bool:
-        return self.pool.closed
-
     def reset(self, env_ids: npt.NDArray[np.int32] | None = None,
               seed: Seeds = None) -> Rows:
         """Reset ``env_ids`` (default all) and return their first rows.

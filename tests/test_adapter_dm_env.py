@@ -1,0 +1,96 @@
+"""The dm_env adapter: batched TimeSteps whose step types, discounts, rewards and observations
+follow gymnasium's next-step autoreset vector env step for step."""
+
+from __future__ import annotations
+
+from contextlib import closing
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+dm_env = pytest.importorskip("dm_env")
+from dm_env import specs  # noqa: E402
+
+import aiopool  # noqa: E402
+from aiopool.adapters.dm_env import DmEnvironment, make_dm  # noqa: E402
+
+NUM_ENVS = 4
+FIRST, MID, LAST = (int(t) for t in dm_env.StepType)
+
+
+@pytest.mark.parametrize(("env_id", "limit"), [("CartPole-v1", 30), ("Pendulum-v1", None),
+                                               ("MountainCarContinuous-v0", 60)])
+def test_timesteps_follow_gymnasium_step_by_step(env_id: str, limit: int | None) -> None:
+    kw: dict[str, Any] = {} if limit is None else {"max_episode_steps": limit}
+    ref = gym.make_vec(env_id, NUM_ENVS, vectorization_mode="sync", **kw)
+    with closing(ref), make_dm(env_id, NUM_ENVS, num_threads=2, **kw) as env:
+        space = ref.action_space
+        space.seed(0)
+        obs_ref, _ = ref.reset(seed=21)
+        ts = env.reset(seed=21)
+        assert ts.step_type.tolist() == [FIRST] * NUM_ENVS and ts.first().all()
+        assert ts.reward.tolist() == [0.0] * NUM_ENVS and ts.discount.tolist() == [1.0] * 4
+        assert ts.observation.tobytes() == obs_ref.tobytes()
+        ended_before = np.zeros(NUM_ENVS, dtype=bool)
+        seen = {"terminated": 0, "truncated": 0, "first": 0}
+        for t in range(250):
+            actions = space.sample()
+            obs_ref, r_ref, term, trunc, _ = ref.step(actions)
+            ts = env.step(actions)
+            assert ts.observation.tobytes() == obs_ref.tobytes(), f"step {t}"
+            assert ts.reward.tobytes() == r_ref.tobytes(), f"step {t}"
+            expected = np.where(ended_before, FIRST, np.where(term | trunc, LAST, MID))
+            assert ts.step_type.tolist() == expected.tolist(), f"step {t}"
+            assert ts.discount.tolist() == np.where(term, 0.0, 1.0).tolist(), f"step {t}"
+            for name, spec in (("observation", env.observation_spec()),
+                               ("reward", env.reward_spec()), ("discount", env.discount_spec())):
+                spec.validate(getattr(ts, name))
+            seen["terminated"] += int(term.sum())
+            seen["truncated"] += int((trunc & ~term).sum())
+            seen["first"] += int(ended_before.sum())
+            ended_before = term | trunc
+        wanted = {"terminated"} if env_id == "CartPole-v1" else set()
+        wanted |= {"truncated", "first"} if limit else set()
+        assert all(seen[k] > 0 for k in wanted), seen
+
+
+def test_specs() -> None:
+    with make_dm("CartPole-v1", 3) as env:
+        obs = env.observation_spec()
+        assert isinstance(obs, specs.BoundedArray) and obs.shape == (3, 4)
+        assert obs.dtype == np.float32 and obs.maximum[0, 0] == np.float32(4.8)
+        act = env.action_spec()
+        assert act.shape == (3,) and act.dtype == np.int64
+        assert (int(act.minimum), int(act.maximum)) == (0, 1)
+        single = env.single_action_spec()
+        assert isinstance(single, specs.DiscreteArray) and single.num_values == 2
+        assert env.single_observation_spec().shape == (4,)
+        assert env.reward_spec() == specs.Array((3,), np.float64, name="reward")
+        assert env.discount_spec().shape == (3,) and float(env.discount_spec().maximum) == 1.0
+        act.validate(np.array([0, 1, 1]))
+        with pytest.raises(ValueError):
+            act.validate(np.array([0, 2, 1]))
+    with make_dm("Pendulum-v1", 2) as env:
+        act = env.action_spec()
+        assert act.shape == (2, 1) and act.dtype == np.float32
+        assert act.minimum.tolist() == [[-2.0], [-2.0]]
+
+
+def test_is_an_environment_and_refuses_bad_input() -> None:
+    env = make_dm("CartPole-v1", 2, num_threads=1)
+    assert isinstance(env, DmEnvironment) and isinstance(env, dm_env.Environment)
+    with pytest.raises(RuntimeError, match=r"step\(\) before reset\(\)"):
+        env.step(np.zeros(2, dtype=np.int64))
+    first = env.reset(seed=5)
+    with pytest.raises(ValueError, match=r"shape \(3,\), expected \(2,\)"):
+        env.step(np.zeros(3, dtype=np.int64))
+    with pytest.raises(ValueError, match="dtype float64, expected integers"):
+        env.step(np.zeros(2))
+    ts = env.step(np.zeros(2, dtype=np.int64))  # still usable
+    assert ts.mid().all()
+    assert env.reset(seed=5).observation.tobytes() == first.observation.tobytes()
+    env.close()
+    with pytest.raises(aiopool.PoolClosed):
+        env.step(np.zeros(2, dtype=np.int64))

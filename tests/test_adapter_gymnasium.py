@@ -1,0 +1,294 @@
+"""The gymnasium adapter behaves like ``gymnasium.make_vec(..., vectorization_mode="sync")``.
+
+Parity cases step the adapter and a SyncVectorEnv side by side with the same seeds and
+actions, in each autoreset mode, and compare obs, rewards, terminations, truncations and the
+same-step final observations at every step, through full resets with new seeds and partial
+resets (``reset_mask``) mid-run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import closing
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+import pytest
+from gymnasium.vector import AutoresetMode
+
+import aiopool
+from aiopool.adapters.gymnasium import GymnasiumVectorEnv, make_gymnasium
+
+NUM_ENVS = 4
+STEPS = 400
+MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
+
+
+def _pumped(env_id: str) -> Any:
+    """Actions that end MountainCar/Acrobot episodes by termination too, not only the limit."""
+    velocity = {"Acrobot-v1": 5, "MountainCarContinuous-v0": 1}.get(env_id)
+
+    def act(obs: npt.NDArray[Any], sampled: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        if velocity is None:
+            return sampled
+        sign = np.where(obs[:, velocity] >= 0, 1, -1)
+        if sampled.dtype.kind == "i":
+            return np.where(sampled == 1, 1, sign + 1).astype(sampled.dtype)
+        return (np.abs(sampled) * sign[:, None]).astype(sampled.dtype)
+
+    return act
+
+
+def _pair(env_id: str, mode: AutoresetMode) -> tuple[gym.vector.VectorEnv[Any, Any, Any],
+                                                      GymnasiumVectorEnv]:
+    ref = gym.make_vec(env_id, NUM_ENVS, vectorization_mode="sync",
+                       vector_kwargs={"autoreset_mode": mode})
+    return ref, make_gymnasium(env_id, NUM_ENVS, autoreset_mode=mode, num_threads=2)
+
+
+@pytest.fixture
+def cartpole() -> Iterator[GymnasiumVectorEnv]:
+    envs = make_gymnasium("CartPole-v1", NUM_ENVS, num_threads=2)
+    yield envs
+    envs.close()
+
+
+def _same(a: Any, b: Any, where: str) -> None:
+    a, b = np.asarray(a), np.asarray(b)
+    assert (a.dtype, a.shape) == (b.dtype, b.shape), f"{where}: {a.dtype}{a.shape} vs {b.shape}"
+    assert a.tobytes() == b.tobytes(), f"{where}:\n gymnasium {a.tolist()}\n aiopool   {b.tolist()}"
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[m.value for m in MODES])
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Acrobot-v1", "MountainCarContinuous-v0"])
+def test_matches_sync_vector_env_step_by_step(env_id: str, mode: AutoresetMode) -> None:
+    ref, ours = _pair(env_id, mode)
+    with closing(ref), closing(ours):
+        assert ours.metadata["autoreset_mode"] is mode
+        assert ours.observation_space == ref.observation_space
+        assert ours.action_space == ref.action_space
+        assert ours.single_observation_space == ref.single_observation_space
+        assert ours.single_action_space == ref.single_action_space
+        space = ref.action_space
+        space.seed(5)
+        act = _pumped(env_id)
+        obs_ref, _ = ref.reset(seed=11)
+        obs, _ = ours.reset(seed=11)
+        _same(obs_ref, obs, "reset")
+        episodes = partial = 0
+        for t in range(STEPS):
+            actions = act(obs_ref, space.sample())
+            obs_ref, r_ref, term_ref, trunc_ref, info_ref = ref.step(actions)
+            obs, r, term, trunc, info = ours.step(actions)
+            for name, a, b in (("obs", obs_ref, obs), ("reward", r_ref, r),
+                               ("terminated", term_ref, term), ("truncated", trunc_ref, trunc)):
+                _same(a, b, f"step {t} {name}")
+            ended = term_ref | trunc_ref
+            episodes += int(ended.sum())
+            if mode is AutoresetMode.SAME_STEP:
+                assert ("final_obs" in info) == ("final_obs" in info_ref), f"step {t}"
+                if "final_obs" in info:
+                    _same(info_ref["_final_obs"], info["_final_obs"], f"step {t} _final_obs")
+                    for i in np.flatnonzero(ended):
+                        _same(info_ref["final_obs"][i], info["final_obs"][i],
+                              f"step {t} final_obs[{i}]")
+            mask = None
+            if mode is AutoresetMode.DISABLED and ended.any():
+                mask = ended
+            elif t % 97 == 50:  # a partial reset in every mode, seeded every other time
+                mask = np.arange(NUM_ENVS) % 2 == (t // 97) % 2
+            if mask is not None:
+                seed = 100 + t if t % 2 else None
+                obs_ref, _ = ref.reset(seed=seed, options={"reset_mask": mask.copy()})
+                obs, info = ours.reset(seed=seed, options={"reset_mask": mask.copy()})
+                _same(obs_ref, obs, f"step {t} reset_mask {mask}")
+                _same(mask, info["_elapsed_step"], f"step {t} reset info mask")
+                partial += 1
+            if t == STEPS // 2:
+                obs_ref, _ = ref.reset(seed=3)
+                obs, _ = ours.reset(seed=3)
+                _same(obs_ref, obs, "full reset")
+        assert episodes >= NUM_ENVS and partial >= 3, (episodes, partial)
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[m.value for m in MODES])
+def test_reset_mask_right_after_episode_ends(mode: AutoresetMode) -> None:
+    """Resetting the envs that just ended cancels their pending next-step autoreset."""
+    ref, ours = _pair("CartPole-v1", mode)
+    with closing(ref), closing(ours):
+        _same(ref.reset(seed=1)[0], ours.reset(seed=1)[0], "reset")
+        actions = np.array([1, 1, 0, 0])  # fall over within ~10 steps
+        resets = 0
+        for t in range(60):
+            stepped = [ref.step(actions), ours.step(actions)]
+            for name, a, b in zip(("obs", "reward", "terminated", "truncated"), *stepped,
+                                  strict=False):
+                _same(a, b, f"step {t} {name}")
+            ended = stepped[0][2] | stepped[0][3]
+            if ended.any():
+                _same(ref.reset(options={"reset_mask": ended.copy()})[0],
+                      ours.reset(options={"reset_mask": ended.copy()})[0], f"step {t} reset")
+                resets += 1
+        assert resets >= 4
+
+
+def test_infos_are_dicts_of_arrays_with_masks_and_episode_totals() -> None:
+    with closing(make_gymnasium("CartPole-v1", NUM_ENVS, autoreset_mode="same_step")) as envs:
+        _, info = envs.reset(seed=0)
+        assert info["elapsed_step"].tolist() == [0] * NUM_ENVS
+        assert info["_elapsed_step"].all()
+        returns = np.zeros(NUM_ENVS)
+        for _ in range(100):
+            _, reward, term, trunc, info = envs.step(np.zeros(NUM_ENVS, dtype=np.int64))
+            returns += reward
+            ended = term | trunc
+            if ended.any():
+                assert info["_final_obs"].tolist() == ended.tolist()
+                assert info["_final_info"].tolist() == ended.tolist()
+                assert info["final_info"]["elapsed_step"][ended].tolist() == returns[ended].tolist()
+                assert info["episode_return"][ended].tolist() == returns[ended].tolist()
+                assert all(o is None for o in info["final_obs"][~ended])
+                returns[ended] = 0
+        assert info["_episode_return"].all()
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP],
+                         ids=["NextStep", "SameStep"])
+def test_vector_wrappers_work_on_top(mode: AutoresetMode) -> None:
+    ref, ours = _pair("CartPole-v1", mode)
+
+    def wrap(env: gym.vector.VectorEnv[Any, Any, Any]) -> gym.vector.VectorEnv[Any, Any, Any]:
+        env = gym.wrappers.vector.RecordEpisodeStatistics(env)
+        if mode is AutoresetMode.NEXT_STEP:  # gymnasium's obs wrappers refuse SAME_STEP
+            env = gym.wrappers.vector.NormalizeObservation(env)
+        return gym.wrappers.vector.ClipReward(env, max_reward=0.5)
+
+    ref_w, ours_w = wrap(ref), wrap(ours)
+    with closing(ref_w), closing(ours_w):
+        space = ref.action_space
+        space.seed(1)
+        _same(ref_w.reset(seed=4)[0], ours_w.reset(seed=4)[0], "reset")
+        episodes = 0
+        for t in range(300):
+            actions = space.sample()
+            obs_ref, r_ref, *_, info_ref = ref_w.step(actions)
+            obs, r, *_, info = ours_w.step(actions)
+            _same(obs_ref, obs, f"step {t} obs")
+            _same(r_ref, r, f"step {t} clipped reward")
+            assert ("episode" in info) == ("episode" in info_ref)
+            if "episode" in info:
+                _same(info_ref["_episode"], info["_episode"], f"step {t} _episode")
+                ended = info["_episode"]
+                _same(info_ref["episode"]["r"][ended], info["episode"]["r"][ended], "r")
+                _same(info_ref["episode"]["l"][ended], info["episode"]["l"][ended], "l")
+                # RecordEpisodeStatistics' totals equal the pool's own
+                assert info["episode"]["l"][ended].tolist() == (
+                    info["episode_length"][ended].tolist())
+                episodes += int(ended.sum())
+        assert episodes >= NUM_ENVS
+
+
+def test_per_env_seed_list_matches_gymnasium() -> None:
+    ref, ours = _pair("CartPole-v1", AutoresetMode.NEXT_STEP)
+    with closing(ref), closing(ours):
+        seeds: list[int | None] = [7, 7, None, 9]
+        obs_ref, _ = ref.reset(seed=seeds)
+        obs, _ = ours.reset(seed=seeds)
+        _same(obs_ref[[0, 1, 3]], obs[[0, 1, 3]], "seeded rows")
+        with pytest.raises(ValueError, match=r"seed\[3\] is 1, expected None or an int >= 3"):
+            ours.reset(seed=[0, 1, 2, 1])
+        with pytest.raises(ValueError, match="expected None, an int or a list of 4"):
+            ours.reset(seed=[1, 2])
+        ours.step(np.zeros(NUM_ENVS, dtype=np.int64))  # still usable
+
+
+def test_bad_input_is_refused_and_nothing_is_lost(cartpole: GymnasiumVectorEnv) -> None:
+    envs = cartpole
+    with pytest.raises(RuntimeError, match=r"step\(\) before reset\(\)"):
+        envs.step(np.zeros(NUM_ENVS, dtype=np.int64))
+    obs, _ = envs.reset(seed=0)
+    with pytest.raises(ValueError, match=r"shape \(3,\), expected \(4,\)"):
+        envs.step(np.zeros(3, dtype=np.int64))
+    with pytest.raises(ValueError, match="dtype float64, expected integers"):
+        envs.step(np.zeros(NUM_ENVS))
+    with pytest.raises(ValueError, match="out of range|expected 0 <="):
+        envs.step(np.full(NUM_ENVS, 2, dtype=np.int64))
+    with pytest.raises(TypeError, match="must be a numpy array"):
+        envs.reset(options={"reset_mask": [True] * NUM_ENVS})
+    with pytest.raises(ValueError, match=r"must have shape `\(4,\)`"):
+        envs.reset(options={"reset_mask": np.ones(3, dtype=bool)})
+    with pytest.raises(TypeError, match="dtype=np.bool_"):
+        envs.reset(options={"reset_mask": np.ones(NUM_ENVS, dtype=np.int64)})
+    with pytest.raises(ValueError, match="at least one True"):
+        envs.reset(options={"reset_mask": np.zeros(NUM_ENVS, dtype=bool)})
+    with pytest.raises(ValueError, match=r"reset options \['low'\] are not supported"):
+        envs.reset(options={"low": -0.1})
+    # After every refusal the envs step on from where they were, as a fresh twin does.
+    with closing(make_gymnasium("CartPole-v1", NUM_ENVS, num_threads=2)) as twin:
+        _same(twin.reset(seed=0)[0], obs, "reset")
+        a = np.array([0, 1, 1, 0])
+        for t in range(5):
+            _same(twin.step(a)[0], envs.step(a)[0], f"step {t}")
+
+
+def test_disabled_mode_refuses_to_step_an_ended_env() -> None:
+    with closing(make_gymnasium("CartPole-v1", 2, autoreset_mode="disabled",
+                                num_threads=2)) as envs:
+        envs.reset(seed=0)
+        ended = np.zeros(2, dtype=bool)
+        while not ended.any():
+            _, _, term, trunc, _ = envs.step(np.ones(2, dtype=np.int64))
+            ended = term | trunc
+        with pytest.raises(ValueError, match="autoreset_mode is DISABLED; reset them first"):
+            envs.step(np.ones(2, dtype=np.int64))
+        _, info = envs.reset(options={"reset_mask": ended})
+        assert info["_elapsed_step"].tolist() == ended.tolist()
+        envs.step(np.ones(2, dtype=np.int64))
+
+
+def test_an_interrupted_step_is_drained_by_the_next_reset(
+        cartpole: GymnasiumVectorEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    envs = cartpole
+    envs.reset(seed=0)
+    pool = envs._steps.pool
+    real = pool.recv_blocking
+
+    def interrupted(timeout: float | None = None) -> aiopool.Batch:
+        monkeypatch.setattr(pool, "recv_blocking", real)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pool, "recv_blocking", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        envs.step(np.zeros(NUM_ENVS, dtype=np.int64))
+    with pytest.raises(RuntimeError, match="interrupted"):
+        envs.step(np.zeros(NUM_ENVS, dtype=np.int64))
+    with closing(make_gymnasium("CartPole-v1", NUM_ENVS, num_threads=2)) as twin:
+        _same(twin.reset(seed=1)[0], envs.reset(seed=1)[0], "reset after interrupt")
+        a = np.ones(NUM_ENVS, dtype=np.int64)
+        _same(twin.step(a)[0], envs.step(a)[0], "step after interrupt")
+
+
+def test_spaces_render_close_and_construction_errors() -> None:
+    envs = make_gymnasium("Pendulum-v1", 3, g=9.81)
+    assert isinstance(envs, gym.vector.VectorEnv)
+    assert envs.num_envs == 3 and envs.observation_space.shape == (3, 3)
+    assert envs.action_space.shape == (3, 1) and envs.metadata["autoreset_mode"] is (
+        AutoresetMode.NEXT_STEP)
+    with pytest.raises(NotImplementedError, match="no renderer yet"):
+        envs.render()
+    envs.close()
+    envs.close()  # idempotent
+    with pytest.raises(aiopool.PoolClosed):
+        envs.reset()
+    with pytest.raises(ValueError, match="render_mode='rgb_array'"):
+        make_gymnasium("CartPole-v1", 2, render_mode="rgb_array")
+    with pytest.raises(ValueError, match="autoreset_mode is 'sometimes'"):
+        make_gymnasium("CartPole-v1", 2, autoreset_mode="sometimes")
+    with pytest.raises(TypeError, match="batch_size is num_envs"):
+        make_gymnasium("CartPole-v1", 2, batch_size=1)
+    with pytest.raises(ValueError, match="unknown env id 'CartPole-v9'"):
+        make_gymnasium("CartPole-v9", 2)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'gravity'"):
+        make_gymnasium("CartPole-v1", 2, gravity=1.0)

@@ -1,0 +1,142 @@
+"""The SB3 adapter behaves like SB3's DummyVecEnv over Monitor-wrapped gymnasium envs with the
+same seeds: observations, float32 rewards, dones, ``terminal_observation``,
+``TimeLimit.truncated`` and Monitor's ``episode`` totals, step for step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+pytest.importorskip("stable_baselines3")
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecNormalize
+
+from aiopool.adapters.sb3 import Sb3VecEnv, make_sb3
+
+NUM_ENVS = 4
+
+
+def _dummy(env_id: str, **kw: Any) -> DummyVecEnv:
+    return DummyVecEnv([lambda: Monitor(gym.make(env_id, **kw)) for _ in range(NUM_ENVS)])
+
+
+def _compare_step(ref: VecEnv, ours: VecEnv, actions: Any, t: int) -> tuple[int, int]:
+    """Step both and compare; returns (episodes ended, of which by the time limit)."""
+    obs_ref, r_ref, done_ref, infos_ref = ref.step(actions)
+    obs, r, done, infos = ours.step(actions)
+    assert obs.tobytes() == obs_ref.tobytes() and obs.dtype == obs_ref.dtype, f"step {t}: obs"
+    assert r.dtype == np.float32 and r.tobytes() == r_ref.tobytes(), f"step {t}: reward"
+    assert done.tolist() == done_ref.tolist(), f"step {t}: dones"
+    for i, (a, b) in enumerate(zip(infos_ref, infos, strict=True)):
+        assert a["TimeLimit.truncated"] == b["TimeLimit.truncated"], f"step {t} env {i}"
+        assert ("terminal_observation" in a) == ("terminal_observation" in b)
+        if "terminal_observation" in a:
+            assert a["terminal_observation"].tobytes() == b["terminal_observation"].tobytes()
+            assert (a["episode"]["r"], a["episode"]["l"]) == (b["episode"]["r"],
+                                                              b["episode"]["l"]), f"step {t}"
+    return int(done.sum()), sum(info["TimeLimit.truncated"] for info in infos)
+
+
+@pytest.mark.parametrize(("env_id", "kw"), [("CartPole-v1", {"max_episode_steps": 15}),
+                                            ("Pendulum-v1", {"max_episode_steps": 50})])
+def test_matches_dummy_vec_env_step_by_step(env_id: str, kw: dict[str, Any]) -> None:
+    ref, ours = _dummy(env_id, **kw), make_sb3(env_id, NUM_ENVS, num_threads=2, **kw)
+    try:
+        assert ours.observation_space == ref.observation_space
+        assert ours.action_space == ref.action_space and ours.num_envs == ref.num_envs
+        assert ref.seed(8) == ours.seed(8) == [8, 9, 10, 11]
+        assert ref.reset().tobytes() == ours.reset().tobytes()
+        space = ref.action_space
+        space.seed(2)
+        episodes = truncations = 0
+        for t in range(300):
+            actions = np.stack([space.sample() for _ in range(NUM_ENVS)])
+            ended, limited = _compare_step(ref, ours, actions, t)
+            episodes += ended
+            truncations += limited
+            if t == 150:  # an unseeded reset continues every env's random stream
+                assert ref.reset().tobytes() == ours.reset().tobytes()
+        assert episodes >= 2 * NUM_ENVS and truncations >= NUM_ENVS, (episodes, truncations)
+    finally:
+        ref.close()
+        ours.close()
+
+
+def test_vec_normalize_on_top_matches() -> None:
+    ref = VecNormalize(_dummy("CartPole-v1"), gamma=0.9)
+    ours = VecNormalize(make_sb3("CartPole-v1", NUM_ENVS, num_threads=2), gamma=0.9)
+    ref.seed(0)
+    ours.seed(0)
+    assert np.array_equal(ref.reset(), ours.reset())
+    rng = np.random.default_rng(0)
+    for t in range(200):
+        actions = rng.integers(0, 2, size=NUM_ENVS)
+        obs_ref, r_ref, done_ref, _ = ref.step(actions)
+        obs, r, done, _ = ours.step(actions)
+        assert np.array_equal(obs_ref, obs) and np.array_equal(r_ref, r), f"step {t}"
+        assert np.array_equal(done_ref, done)
+    ref.close()
+    ours.close()
+
+
+def test_attributes_methods_and_errors() -> None:
+    env = make_sb3("CartPole-v1", 2, num_threads=1)
+    assert isinstance(env, Sb3VecEnv) and isinstance(env, VecEnv)
+    assert env.get_attr("render_mode") == [None, None]
+    assert env.get_attr("action_space", indices=[1]) == [gym.spaces.Discrete(2)]
+    assert env.has_attr("observation_space") and not env.has_attr("gravity")
+    with pytest.raises(AttributeError, match="no attribute 'gravity'"):
+        env.get_attr("gravity")
+    with pytest.raises(NotImplementedError, match="cannot be set"):
+        env.set_attr("gravity", 1.0)
+    with pytest.raises(NotImplementedError, match="no Python methods"):
+        env.env_method("close")
+    assert env.env_is_wrapped(Monitor) == [True, True]
+    assert env.env_is_wrapped(gym.wrappers.TimeLimit) == [False, False]
+    with pytest.raises(NotImplementedError, match="no renderer yet"):
+        env.render()
+    with pytest.raises(RuntimeError, match=r"step\(\) before reset\(\)"):
+        env.step(np.zeros(2, dtype=np.int64))
+    first = env.reset()
+    with pytest.raises(RuntimeError, match=r"call step_async\(\) before step_wait\(\)"):
+        env.step_wait()
+    with pytest.raises(ValueError, match=r"shape \(3,\), expected \(2,\)"):
+        env.step_async(np.zeros(3, dtype=np.int64))
+    env.step_async(np.zeros(2, dtype=np.int64))
+    with pytest.raises(RuntimeError, match="SB3.s step_async.. was not followed by step_wait"):
+        env.step_async(np.zeros(2, dtype=np.int64))
+    obs, *_ = env.step_wait()
+    assert obs.shape == (2, 4) and obs.flags.writeable
+    env.set_options({"low": -0.1})
+    with pytest.raises(ValueError, match="reset options"):
+        env.reset()
+    env.set_options(None)
+    env.seed(0)
+    assert env.reset().tobytes() == first.tobytes()  # make_sb3's default seed is 0
+    env.close()
+
+
+def test_an_interrupted_step_wait_loses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    env, twin = make_sb3("CartPole-v1", 2, num_threads=1), make_sb3("CartPole-v1", 2)
+    assert env.reset().tobytes() == twin.reset().tobytes()
+    pool = env._steps.pool
+    real = pool.recv_blocking
+
+    def interrupted(timeout: float | None = None) -> Any:
+        monkeypatch.setattr(pool, "recv_blocking", real)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pool, "recv_blocking", interrupted)
+    actions = np.array([0, 1])
+    env.step_async(actions)
+    with pytest.raises(KeyboardInterrupt):
+        env.step_wait()
+    with pytest.raises(RuntimeError, match="previous step have not all been received"):
+        env.step_async(actions)
+    assert env.step_wait()[0].tobytes() == twin.step(actions)[0].tobytes()
+    assert env.step(actions)[0].tobytes() == twin.step(actions)[0].tobytes()
+    env.close()
+    twin.close()
