@@ -162,8 +162,9 @@ class Pool:
         if batch is not None:
             return batch
         self._check_can_complete(self._doorbell.num_waiting)
-        if self._spin_ns:
-            batch = self._take(self._spin_ns)
+        spin_ns = self._spin_ns if timeout is None else min(self._spin_ns, int(timeout * 1e9))
+        if spin_ns > 0:
+            batch = self._take(spin_ns)
             if batch is not None:
                 return batch
         self._streak = 0
@@ -224,7 +225,8 @@ class Pool:
             TimeoutError, NothingInFlight, PoolClosed: as ``recv``.
         """
         self._check_open()
-        batch = self._take(self._spin_ns)
+        spin_ns = self._spin_ns if timeout is None else min(self._spin_ns, int(timeout * 1e9))
+        batch = self._take(max(spin_ns, 0))
         if batch is not None:
             return batch
         self._check_can_complete(0)

@@ -82,4 +82,5 @@ async def test_soak_every_env_step_exactly_once() -> None:
             ledger.record(await pool.recv(timeout=10))
         assert ledger.rows >= TARGET_STEPS
         assert ledger.rows == sent
+        print(f"soak: {ledger.rows} env-steps, {cancelled} cancelled receives, {timeouts} timeouts")
         assert cancelled > 100 and timeouts > 10
