@@ -1,0 +1,87 @@
+"""examples/ppo_cartpole_async.py: its GAE, a tiny-budget run of both modes, and (slow) a full
+run to the 475 threshold."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import ppo_cartpole_async as ppo
+import ppo_time_to_475
+
+
+def _gae_one_env(rewards: list[float], values: list[float], next_values: list[float],
+                 terminated: list[bool], ends: list[bool], gamma: float, lam: float) -> list[float]:
+    out, last = [0.0] * len(rewards), 0.0
+    for t in reversed(range(len(rewards))):
+        nonterminal = 0.0 if terminated[t] else 1.0
+        delta = rewards[t] + gamma * next_values[t] * nonterminal - values[t]
+        last = delta + gamma * lam * (0.0 if ends[t] else 1.0) * last
+        out[t] = last
+    return out
+
+
+def test_gae_follows_each_env_and_stops_at_episode_ends() -> None:
+    # Two envs' rows, already grouped per env: env 0 terminates at its row 1, env 1 is
+    # truncated at its row 0 (bootstrapped) and its last row is bootstrapped too.
+    rewards = np.array([1, 1, 0, 1, 1, 0, 1], np.float32)
+    values = np.array([0.5, 0.4, 0.3, 0.2, 0.6, 0.7, 0.8], np.float32)
+    next_values = np.array([0.4, 9.0, 0.2, 0.1, 0.9, 0.8, 0.5], np.float32)
+    terminated = np.array([0, 1, 0, 0, 0, 0, 0], bool)
+    truncated = np.array([0, 0, 0, 0, 1, 0, 0], bool)
+    last_of_env = np.array([0, 0, 0, 1, 0, 0, 1], bool)
+    ends = terminated | truncated | last_of_env
+    got = ppo.gae(rewards, values, next_values, terminated, ends, 0.9, 0.8)
+    want = (_gae_one_env(rewards[:4].tolist(), values[:4].tolist(), next_values[:4].tolist(),
+                         terminated[:4].tolist(), ends[:4].tolist(), 0.9, 0.8)
+            + _gae_one_env(rewards[4:].tolist(), values[4:].tolist(), next_values[4:].tolist(),
+                           terminated[4:].tolist(), ends[4:].tolist(), 0.9, 0.8))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert got[1] == pytest.approx(1 - 0.4)  # terminal: no bootstrap from next_values
+    assert got[4] == pytest.approx(1 + 0.9 * 0.9 - 0.6)  # truncated: bootstrapped
+
+
+@pytest.mark.parametrize("overlap", [True, False], ids=["overlapped", "serial"])
+def test_tiny_budget_runs_and_writes_the_learning_curve(tmp_path: Path, overlap: bool) -> None:
+    plot = tmp_path / "curve.png"
+    out = asyncio.run(ppo.main(ppo.Args(
+        total_timesteps=3000, num_envs=8, batch_size=4, num_steps=16, overlap=overlap,
+        plot=str(plot), print_every=1.0)))
+    assert out["global_step"] >= 3000
+    assert out["updates"] >= 3000 // (8 * 16) - 1
+    assert out["episodes"] > 20
+    assert not out["reached"]
+    assert plot.stat().st_size > 10_000
+
+
+def test_serial_mode_is_the_cleanrl_loop_over_gymnasium_step_for_step(tmp_path: Path) -> None:
+    # One worker thread makes the finish order deterministic: batches are envs 0-15, 16-31.
+    # Same seeds, same sampling stream, same learner: the same episodes, float for float,
+    # which checks the async bookkeeping (per-env chains, reset-step masks, bootstraps).
+    budget = {"total_timesteps": 8192, "target_return": 1e9}
+    mine = asyncio.run(ppo.main(ppo.Args(**budget, overlap=False, num_threads=1,
+                                         plot=str(tmp_path / "curve.png"), print_every=1e9)))
+    theirs = ppo_time_to_475.run_gymnasium(ppo.Args(**budget), "sync")
+    assert mine["global_step"] == theirs["global_step"] == 8192
+    assert mine["mean_return"] == theirs["mean_return"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_reaches_475_with_a_fixed_seed(tmp_path: Path) -> None:
+    start = time.perf_counter()
+    out = asyncio.run(ppo.main(ppo.Args(seed=1, plot=str(tmp_path / "curve.png"))))
+    print(f"reached {out['mean_return']:.1f} after {out['global_step']:,} env steps in "
+          f"{out['seconds']:.1f} s (test {time.perf_counter() - start:.1f} s)")
+    assert out["reached"], out
+    assert out["mean_return"] >= 475
