@@ -223,6 +223,22 @@ def run_aiopool_recv_blocking(env_id: str, shape: Shape, budget: Budget) -> Timi
                 return meter.timing()
 
 
+def run_aiopool_gymnasium(env_id: str, shape: Shape, budget: Budget) -> Timing:
+    """aiopool behind the gymnasium VectorEnv adapter: sync ``step`` as legacy code calls it."""
+    m = shape.num_envs
+    env = aiopool.make_gymnasium(env_id, num_envs=m, num_threads=shape.num_threads, seed=0)
+    try:
+        actions = action_cycle(env.single_action_space, m)
+        env.reset(seed=0)
+        meter = Meter(budget)
+        while True:
+            env.step(next(actions))
+            if not meter.tick(m):
+                return meter.timing()
+    finally:
+        env.close()
+
+
 def run_envpool_sync(env_id: str, shape: Shape, budget: Budget) -> Timing:
     import envpool
 
@@ -383,6 +399,8 @@ def make_runners(args: argparse.Namespace, limit: Limit | None,
         Runner("aiopool recv+send (asyncio)", run_aiopool_recv_send, same, "aiopool"),
         Runner("aiopool step (asyncio, B=M)", run_aiopool_step, whole_batch, "aiopool"),
         Runner("aiopool recv_blocking+send", run_aiopool_recv_blocking, same, "aiopool"),
+        Runner("aiopool gymnasium adapter (step, B=M)", run_aiopool_gymnasium, whole_batch,
+               "aiopool"),
     ]
     if args.no_peers:
         skipped.append("peers: --no-peers")
