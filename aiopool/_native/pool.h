@@ -229,8 +229,8 @@ class Pool {
   std::atomic<bool> closed_{false};
   // GIL-holder state.
   std::vector<uint8_t> busy_, needs_reset_;
-  std::vector<uint32_t> stamp_;
-  uint32_t epoch_ = 0;
+  std::vector<uint64_t> stamp_;  // 64-bit: a wrapped epoch would match a stale stamp
+  uint64_t epoch_ = 0;
   uint64_t sent_rows_ = 0;
   uint64_t taken_rows_ = 0;
 };
