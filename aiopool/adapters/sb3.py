@@ -68,7 +68,7 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
         rows = self._steps.reset(seed=seeds)
         self._reset_seeds()
         self._reset_options()
-        self.reset_infos = [{} for _ in range(self.num_envs)]
+        self.reset_infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         return rows.obs
 
     def step_async(self, actions: npt.NDArray[Any]) -> None:
