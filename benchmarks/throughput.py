@@ -225,18 +225,9 @@ def run_aiopool_recv_blocking(env_id: str, shape: Shape, budget: Budget) -> Timi
 
 def run_aiopool_gymnasium(env_id: str, shape: Shape, budget: Budget) -> Timing:
     """aiopool behind the gymnasium VectorEnv adapter: sync ``step`` as legacy code calls it."""
-    m = shape.num_envs
-    env = aiopool.make_gymnasium(env_id, num_envs=m, num_threads=shape.num_threads, seed=0)
-    try:
-        actions = action_cycle(env.single_action_space, m)
-        env.reset(seed=0)
-        meter = Meter(budget)
-        while True:
-            env.step(next(actions))
-            if not meter.tick(m):
-                return meter.timing()
-    finally:
-        env.close()
+    env = aiopool.make_gymnasium(env_id, num_envs=shape.num_envs,
+                                 num_threads=shape.num_threads, seed=0)
+    return run_vector_env(env, shape.num_envs, budget)
 
 
 def run_envpool_sync(env_id: str, shape: Shape, budget: Budget) -> Timing:
@@ -280,15 +271,19 @@ def run_envpool_async(env_id: str, shape: Shape, budget: Budget) -> Timing:
 def run_gymnasium_vector(env_id: str, shape: Shape, budget: Budget, *, mode: str) -> Timing:
     import gymnasium as gym
 
-    m = shape.num_envs
-    env = gym.make_vec(env_id, num_envs=m, vectorization_mode=mode)
+    env = gym.make_vec(env_id, num_envs=shape.num_envs, vectorization_mode=mode)
+    return run_vector_env(env, shape.num_envs, budget)
+
+
+def run_vector_env(env: Any, num_envs: int, budget: Budget) -> Timing:
+    """Step a gymnasium ``VectorEnv`` with precomputed actions; closes it afterwards."""
     try:
-        actions = action_cycle(env.single_action_space, m)
+        actions = action_cycle(env.single_action_space, num_envs)
         env.reset(seed=0)
         meter = Meter(budget)
         while True:
             env.step(next(actions))
-            if not meter.tick(m):
+            if not meter.tick(num_envs):
                 return meter.timing()
     finally:
         env.close()
