@@ -56,11 +56,17 @@ class Doorbell:
             return await fut
         except BaseException:
             if fut.done() and not fut.cancelled() and fut.exception() is None:
-                self._push_back(fut.result())
+                self.give_back(fut.result())
             else:
                 with contextlib.suppress(ValueError):
                     self._waiters.remove(fut)
             raise
+
+    def give_back(self, batch: Batch) -> None:
+        """Put a batch a cancelled receiver already held back at the front of the queue, and
+        hand it to the next waiter at once (the eventfd only rings for native blocks)."""
+        self._push_back(batch)
+        self._dispatch()
 
     def _move_to(self, loop: asyncio.AbstractEventLoop) -> None:
         self.detach()

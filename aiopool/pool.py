@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import enum
+import math
 import os
 import time
 import weakref
@@ -151,6 +152,7 @@ class Pool:
         goes back to the front of the queue and the next ``recv`` gets it.
         """
         self._check_open()
+        timeout = _finite_or_none(timeout)
         self._streak += 1
         if self._streak >= _YIELD_EVERY or (
                 time.perf_counter_ns() - self._last_yield > _YIELD_AFTER_NS):
@@ -210,7 +212,7 @@ class Pool:
                 received.append(await self.recv())
         except BaseException:
             for b in reversed(received):
-                self._returned.appendleft(b)
+                self._doorbell.give_back(b)
             raise
         if len(received) == 1:
             ids = received[0].env_id
@@ -225,6 +227,7 @@ class Pool:
             TimeoutError, NothingInFlight, PoolClosed: as ``recv``.
         """
         self._check_open()
+        timeout = _finite_or_none(timeout)
         spin_ns = self._spin_ns if timeout is None else min(self._spin_ns, int(timeout * 1e9))
         batch = self._take(max(spin_ns, 0))
         if batch is not None:
@@ -347,6 +350,15 @@ class Pool:
 
     def _stage_seeds(self, ids: npt.NDArray[np.int32], seed: int | None) -> None:
         self._native.stage_seeds(ids, seed_states(seed, ids))
+
+
+def _finite_or_none(timeout: float | None) -> float | None:
+    """``timeout=math.inf`` means no timeout; NaN is an error."""
+    if timeout is None or math.isfinite(timeout):
+        return timeout
+    if math.isnan(timeout):
+        raise ValueError("timeout is nan, expected seconds or None")
+    return None if timeout > 0 else 0.0
 
 
 def seed_states(seed: int | None, env_ids: npt.NDArray[np.int32]) -> npt.NDArray[np.uint64]:

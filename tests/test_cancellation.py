@@ -85,3 +85,32 @@ async def test_cancelled_step_pushes_back_what_it_received() -> None:
         ledger.record(await pool.recv(timeout=5))
         ledger.record(await pool.recv(timeout=5))
         assert ledger.rows == 8
+
+
+@pytest.mark.asyncio
+async def test_a_batch_given_back_by_a_cancelled_receiver_goes_to_the_next_waiter() -> None:
+    # A and B wait; the batch handed to A comes back when A is cancelled before it resumes.
+    # B must get it at once, not wait for the next block (100 ms later here).
+    with counting(num_envs=8, batch_size=4, num_threads=1, step_ns=100_000_000,
+                  recv_spin_us=0) as pool:
+        ledger = Ledger(8)
+        pool.async_reset()
+        for _ in range(2):
+            b = await pool.recv()
+            ledger.record(b)
+            b.send(np.zeros(4, dtype=np.int64))
+        a = asyncio.create_task(pool.recv())
+        b_task = asyncio.create_task(pool.recv())
+        while pool._doorbell.num_waiting < 2:
+            await asyncio.sleep(0)
+        first = pool._doorbell._waiters[0]
+        while not first.done():  # the reader callback hands the first block to A
+            await asyncio.sleep(0)
+        a.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await a
+        assert b_task.done() or pool._doorbell.num_waiting == 0, "B still waits"
+        batch = await asyncio.wait_for(b_task, 0.05)
+        ledger.record(batch)
+        ledger.record(await pool.recv(timeout=5))
+        assert ledger.rows == 16

@@ -129,6 +129,41 @@ sys.exit(os.waitstatus_to_exitcode(status))
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_children_can_drop_inherited_batches() -> None:
+    # While batches are hoarded the workers allocate blocks under the store's mutex; a fork
+    # can copy that mutex locked. A child dropping inherited batches must not wait on it.
+    code = """
+import os, time, aiopool
+n = 1024
+pool = aiopool.make("Counting-v0", num_envs=n, batch_size=1, num_threads=2)
+pool.async_reset()
+kept = [pool.recv_blocking(timeout=5) for _ in range(n)]  # a replay buffer: no block reused
+hung = 0
+for trial in range(20):
+    pool.send([0] * n)  # the workers now allocate a fresh block per row, under the mutex
+    time.sleep(0.0001 * (trial % 5))
+    pid = os.fork()
+    if pid == 0:
+        kept.clear()  # every inherited batch goes back to its store
+        os._exit(0)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            break
+        time.sleep(0.002)
+    else:
+        hung += 1
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    kept += [pool.recv_blocking(timeout=5) for _ in range(n)]
+print("hung", hung)
+raise SystemExit(hung)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def test_interpreter_exit_with_a_daemon_thread_in_recv_blocking() -> None:
     code = """
 import threading, numpy as np, aiopool

@@ -62,3 +62,18 @@ def test_recv_blocking_timeout() -> None:
         with pytest.raises(TimeoutError):
             pool.recv_blocking(timeout=0.01)
         assert len(pool.recv_blocking(timeout=5)) == 2
+
+
+@pytest.mark.asyncio
+async def test_infinite_timeout_means_none() -> None:
+    with counting(num_envs=2, batch_size=2) as pool:
+        pool.async_reset()
+        assert len(await pool.recv(timeout=float("inf"))) == 2
+        pool.send(np.zeros(2, dtype=np.int64))
+        assert len(pool.recv_blocking(timeout=float("inf"))) == 2
+        pool.send(np.zeros(2, dtype=np.int64))
+        assert len(pool.recv_blocking(timeout=1e12)) == 2  # beyond the clock's nanosecond range
+        pool.send(np.zeros(2, dtype=np.int64))
+        with pytest.raises(ValueError, match="nan"):
+            await pool.recv(timeout=float("nan"))
+        assert len(await pool.recv(timeout=5)) == 2

@@ -19,6 +19,8 @@
 // writer, and a writer commits each block before it asks for the next, so the wait ends.
 #pragma once
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
@@ -95,11 +97,24 @@ struct Block {
   }
 };
 
+// Bumped in every fork() child. A store made before the fork may have had `mu_` locked by a
+// worker thread that does not exist in the child, so there it must never lock it again.
+inline std::atomic<uint64_t>& fork_generation() {
+  static std::atomic<uint64_t> generation{0};
+  static const bool registered = [] {
+    pthread_atfork(nullptr, nullptr, [] { fork_generation().fetch_add(1, std::memory_order_relaxed); });
+    return true;
+  }();
+  (void)registered;
+  return generation;
+}
+
 // Owns every block; the free list is touched by workers (acquire) and by whichever thread
 // drops the last numpy view (release), under `mu_`.
 class BlockStore {
  public:
-  explicit BlockStore(Layout layout) : layout_(std::move(layout)) {}
+  explicit BlockStore(Layout layout)
+      : layout_(std::move(layout)), generation_(fork_generation().load(std::memory_order_relaxed)) {}
   ~BlockStore() {
     for (auto& b : all_) std::free(b->data);
   }
@@ -122,6 +137,9 @@ class BlockStore {
   }
 
   void release(Block* b) {
+    // In a fork child a batch inherited from the parent is leaked, not recycled: its store has
+    // no workers here and `mu_` may be held by a thread that was not copied.
+    if (fork_generation().load(std::memory_order_relaxed) != generation_) return;
     b->rows_done.store(0, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(mu_);
     free_.push_back(b);
@@ -134,6 +152,7 @@ class BlockStore {
 
  private:
   Layout layout_;
+  const uint64_t generation_;
   std::mutex mu_;
   std::vector<std::unique_ptr<Block>> all_;
   std::vector<Block*> free_;

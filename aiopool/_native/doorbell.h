@@ -17,6 +17,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -100,7 +101,9 @@ class ReadyQueue {
     if (timeout_s < 0) {
       cv_.wait(lock, ready);
     } else {
-      cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), ready);
+      // Capped: a huge duration overflows in the conversion to the clock's nanoseconds and
+      // would return at once. The caller loops on the time it has left.
+      cv_.wait_for(lock, std::chrono::duration<double>(std::min(timeout_s, 1e6)), ready);
     }
     --blocking_waiters_;
     return !blocks_.empty();

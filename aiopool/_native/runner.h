@@ -10,10 +10,12 @@
 // its ticket; nothing here touches Python.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -112,8 +114,8 @@ class EnvRunner final : public Runner {
     State(const Config& config, std::size_t final_bytes) : env(config), final_row(final_bytes) {}
     E env;
     Rng rng;
-    int elapsed = 0;
-    int length = 0;
+    int64_t elapsed = 0;  // 64-bit: an env without a time limit may run for days
+    int64_t length = 0;
     double ret = 0.0;
     bool ended = false;                // the last step ended the episode (next_step resets next)
     std::vector<std::byte> final_row;  // same_step: terminal obs + extras, until written
@@ -123,8 +125,8 @@ class EnvRunner final : public Runner {
   struct Outcome {
     StepResult r;
     double ret;
-    int length;
-    int final_elapsed;  // same_step: > 0 when the step ended the episode and the env reset
+    int64_t length;
+    int64_t final_elapsed;  // same_step: > 0 when the step ended the episode and the env reset
   };
 
   Outcome advance(int id) {
@@ -190,9 +192,9 @@ class EnvRunner final : public Runner {
     *b.at<bool>(L, L.terminated, row) = o.r.terminated;
     *b.at<bool>(L, L.truncated, row) = o.r.truncated;
     *b.at<int32_t>(L, L.env_id, row) = id;
-    *b.at<int32_t>(L, L.elapsed_step, row) = s.elapsed;
+    *b.at<int32_t>(L, L.elapsed_step, row) = saturate(s.elapsed);
     *b.at<double>(L, L.episode_return, row) = o.ret;
-    *b.at<int32_t>(L, L.episode_length, row) = o.length;
+    *b.at<int32_t>(L, L.episode_length, row) = saturate(o.length);
     if (L.final_obs >= 0) write_final(s, o, b, row);
   }
 
@@ -200,7 +202,7 @@ class EnvRunner final : public Runner {
   // recycled, so the row would otherwise hold an older row's values).
   void write_final(const State& s, const Outcome& o, Block& b, int row) const {
     const Layout& L = *out.layout;
-    *b.at<int32_t>(L, L.final_info_first, row) = o.final_elapsed;
+    *b.at<int32_t>(L, L.final_info_first, row) = saturate(o.final_elapsed);
     const std::byte* src = s.final_row.data();
     for (int f = L.final_obs; f < static_cast<int>(L.fields.size()); ++f) {
       if (f == L.final_info_first) continue;
@@ -211,6 +213,11 @@ class EnvRunner final : public Runner {
         std::memset(b.at(L, f, row), 0, n);
       src += n;
     }
+  }
+
+  // The batch's int32 step counters stop at INT32_MAX instead of wrapping.
+  static int32_t saturate(int64_t v) {
+    return static_cast<int32_t>(std::min<int64_t>(v, std::numeric_limits<int32_t>::max()));
   }
 
   EnvSpec spec_;
