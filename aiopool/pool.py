@@ -152,7 +152,8 @@ class Pool:
         goes back to the front of the queue and the next ``recv`` gets it.
         """
         self._check_open()
-        timeout = _finite_or_none(timeout)
+        if timeout is not None:
+            timeout = _finite_or_none(timeout)
         self._streak += 1
         if self._streak >= _YIELD_EVERY or (
                 time.perf_counter_ns() - self._last_yield > _YIELD_AFTER_NS):
@@ -227,7 +228,8 @@ class Pool:
             TimeoutError, NothingInFlight, PoolClosed: as ``recv``.
         """
         self._check_open()
-        timeout = _finite_or_none(timeout)
+        if timeout is not None:
+            timeout = _finite_or_none(timeout)
         spin_ns = self._spin_ns if timeout is None else min(self._spin_ns, int(timeout * 1e9))
         batch = self._take(max(spin_ns, 0))
         if batch is not None:

@@ -236,16 +236,7 @@ def run_envpool_sync(env_id: str, shape: Shape, budget: Budget) -> Timing:
     m = shape.num_envs
     env = envpool.make_gymnasium(env_id, num_envs=m, batch_size=m,
                                  num_threads=shape.num_threads, seed=0)
-    try:
-        actions = action_cycle(env.action_space, m)
-        env.reset()
-        meter = Meter(budget)
-        while True:
-            env.step(next(actions))
-            if not meter.tick(m):
-                return meter.timing()
-    finally:
-        env.close()
+    return run_vector_env(env, m, budget, reset_seed=None)  # EnvPool seeds at make time
 
 
 def run_envpool_async(env_id: str, shape: Shape, budget: Budget) -> Timing:
@@ -275,11 +266,12 @@ def run_gymnasium_vector(env_id: str, shape: Shape, budget: Budget, *, mode: str
     return run_vector_env(env, shape.num_envs, budget)
 
 
-def run_vector_env(env: Any, num_envs: int, budget: Budget) -> Timing:
-    """Step a gymnasium ``VectorEnv`` with precomputed actions; closes it afterwards."""
+def run_vector_env(env: Any, num_envs: int, budget: Budget, *,
+                   reset_seed: int | None = 0) -> Timing:
+    """Step a gymnasium-style vector env with precomputed actions; closes it afterwards."""
     try:
         actions = action_cycle(env.single_action_space, num_envs)
-        env.reset(seed=0)
+        env.reset(seed=reset_seed)
         meter = Meter(budget)
         while True:
             env.step(next(actions))
