@@ -21,7 +21,7 @@ TARGET_STEPS = 1_000_000
 async def test_soak_every_env_step_exactly_once() -> None:
     rng = random.Random(0)
     num_envs = 256
-    with counting(num_envs=num_envs, batch_size=32, num_threads=2, chunk=8, jitter_ns=2_000,
+    with counting(num_envs=num_envs, batch_size=32, num_threads=2, chunk=8, jitter_ns=10_000,
                   episode_length=50) as pool:
         ledger = Ledger(num_envs)
         cancelled = timeouts = 0
