@@ -2,20 +2,100 @@
 
 from __future__ import annotations
 
+import ctypes
 import difflib
+import importlib
+import importlib.metadata
+import importlib.util
+import math
 import os
-from typing import Any
+import re
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, cast
 
-from ._native import _core  # the extension module built from _native/bindings.cc
+from ._native import _core  # the engine and the envs that need no simulator (core_module.cc)
 from .pool import Pool
 from .spec import EnvSpec
 
 _AUTORESET_MODES = ("next_step", "same_step", "disabled")
 
+MUJOCO_VERSION = "4.0.0"  # the libmujoco the _mujoco module is linked against, exactly
+MUJOCO_IDS = frozenset(f"{name}-v5" for name in (
+    "Ant", "HalfCheetah", "Hopper", "Walker2d", "Humanoid", "HumanoidStandup", "InvertedPendulum",
+    "InvertedDoublePendulum", "Reacher", "Swimmer", "Pusher"))
+
+# The native modules make() searches, each with its own registry, and the family of ids it holds.
+_FAMILIES: dict[str, str] = {"_core": "classic control", "_mujoco": "MuJoCo", "_atari": "Atari"}
+_loaded: dict[str, ModuleType] = {"_core": _core}
+_unavailable: dict[str, str] = {}  # module name -> why it cannot be imported
+
+
+def _preload_mujoco() -> None:
+    """Check the installed MuJoCo is the exact build _mujoco links, and load its library."""
+    try:
+        found = importlib.metadata.version("mujoco-core")
+    except importlib.metadata.PackageNotFoundError:
+        found = None
+    if found != MUJOCO_VERSION:
+        raise ImportError(f"aiopool's MuJoCo envs are built against mujoco-core=={MUJOCO_VERSION}, "
+                          f"found {found or 'none'}; pip install mujoco-core=={MUJOCO_VERSION}")
+    spec = importlib.util.find_spec("mujoco")
+    if spec is not None and spec.submodule_search_locations:
+        # The module's RUNPATH finds it in an installed tree; this covers other layouts.
+        lib = os.path.join(spec.submodule_search_locations[0], f"libmujoco.so.{MUJOCO_VERSION}")
+        if os.path.exists(lib):
+            ctypes.CDLL(lib)
+
+
+_PRELOAD = {"_mujoco": _preload_mujoco}
+
+
+def _modules() -> list[ModuleType]:
+    for name in _FAMILIES:
+        if name in _loaded or name in _unavailable:
+            continue
+        try:
+            if name in _PRELOAD:
+                _PRELOAD[name]()
+            _loaded[name] = importlib.import_module(f"aiopool._native.{name}")
+        except ImportError as e:
+            _unavailable[name] = str(e)
+    return [_loaded[name] for name in _FAMILIES if name in _loaded]
+
+
+def _family_of(env_id: str) -> str | None:
+    if env_id in MUJOCO_IDS:
+        return "_mujoco"
+    if re.fullmatch(r"[A-Z][A-Za-z0-9]*-v5", env_id):
+        return "_atari"
+    return None
+
+
+def _module_for(env_id: str) -> ModuleType:
+    modules = _modules()
+    for module in modules:
+        if env_id in module.list_envs():
+            return module
+    family = _family_of(env_id)
+    if family in _unavailable:
+        raise ValueError(f"{env_id} is one of aiopool's {_FAMILIES[family]} envs, which are "
+                         f"unavailable here: {_unavailable[family]}")
+    ids = list_envs()
+    close = difflib.get_close_matches(env_id, ids, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise ValueError(f"unknown env id {env_id!r}{hint} (aiopool.list_envs() lists all)")
+
 
 def list_envs() -> list[str]:
     """Every env id ``make`` accepts."""
-    return list(_core.list_envs())
+    return [env_id for module in _modules() for env_id in module.list_envs()]
+
+
+def unavailable_families() -> dict[str, str]:
+    """Env families this build cannot make (such as Atari when built without ALE), and why."""
+    _modules()
+    return {_FAMILIES[name]: why for name, why in _unavailable.items()}
 
 
 def make(env_id: str, num_envs: int = 1, batch_size: int | None = None,
@@ -46,11 +126,7 @@ def make(env_id: str, num_envs: int = 1, batch_size: int | None = None,
         ValueError: unknown env id, bad sizes or autoreset mode.
         TypeError: an unknown or mistyped env kwarg (the message lists the valid ones).
     """
-    ids = _core.list_envs()
-    if env_id not in ids:
-        close = difflib.get_close_matches(env_id, ids, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(f"unknown env id {env_id!r}{hint} (aiopool.list_envs() lists all)")
+    module = _module_for(env_id)
     for name, value in (("num_envs", num_envs), ("batch_size", batch_size),
                         ("num_threads", num_threads)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)
@@ -73,30 +149,74 @@ def make(env_id: str, num_envs: int = 1, batch_size: int | None = None,
         recv_spin_us = 20.0
     if worker_spin_us is None:
         worker_spin_us = 50.0
-    config = _config(env_id, env_kwargs)
-    native = _core.Pool(env_id, {k: float(v) for k, v in config.items()}, num_envs, batch_size,
-                        num_threads, autoreset, int(worker_spin_us * 1000),
-                        -1 if max_episode_steps is None else max_episode_steps, max_spinners)
+    config, kinds = _config(module, env_id, env_kwargs)
+    numbers = {k: float(v) for k, v in config.items() if kinds[k] in ("bool", "int", "float")}
+    strings = {k: v for k, v in config.items() if kinds[k] == "str"}
+    ranges = {k: [float(x) for x in v] for k, v in config.items() if kinds[k] == "range"}
+    native = cast(_core.Pool, module.Pool(
+        env_id, numbers, strings, ranges, num_envs, batch_size, num_threads, autoreset,
+        int(worker_spin_us * 1000), -1 if max_episode_steps is None else max_episode_steps,
+        max_spinners))
     spec = EnvSpec.from_native(env_id, native.spec, config)
     return Pool(native, spec, seed=seed, autoreset=autoreset, recv_spin_us=recv_spin_us)
 
 
-def _config(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    keys, _ = _core.env_config(env_id)
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "bool": lambda v: isinstance(v, bool),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "float": _is_number,
+    "str": lambda v: isinstance(v, str | os.PathLike),
+    "range": lambda v: (isinstance(v, tuple | list) and len(v) == 2
+                        and all(_is_number(x) for x in v)),
+}
+_EXPECTED = {"bool": "a bool", "int": "an int", "float": "a number", "str": "a str or path",
+             "range": "a (low, high) pair of numbers"}
+
+
+def _config(module: ModuleType, env_id: str,
+            kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The env's kwargs with defaults filled in, and each one's kind."""
+    keys, _ = module.env_config(env_id)
     valid = {name: (kind, default) for name, kind, default in keys}
     names = ", ".join(valid) or "none"
     config: dict[str, Any] = {}
     for name, (kind, default) in valid.items():
-        config[name] = {"bool": bool, "int": int}.get(kind, float)(default)
+        convert: Callable[[Any], Any] = {"bool": bool, "int": int, "float": float}.get(
+            kind, lambda v: v)
+        config[name] = convert(default)
     for name, value in kwargs.items():
         if name not in valid:
             raise TypeError(f"{env_id} got an unexpected keyword argument {name!r}; "
                             f"valid: {names}")
         kind = valid[name][0]
-        ok = {"bool": isinstance(value, bool),
-              "int": isinstance(value, int) and not isinstance(value, bool),
-              "float": isinstance(value, int | float) and not isinstance(value, bool)}[kind]
-        if not ok:
-            raise TypeError(f"{env_id} keyword argument {name!r} is {value!r}, expected {kind}")
+        if not _CHECKS[kind](value):
+            raise TypeError(f"{env_id} keyword argument {name!r} is {value!r}, expected "
+                            f"{_EXPECTED[kind]}")
+        if kind == "range":
+            value = tuple(float(x) for x in value)
+            if any(math.isnan(x) for x in value):
+                raise ValueError(f"{env_id} keyword argument {name!r} is {value!r}; NaN bound")
         config[name] = value
-    return config
+    if "xml_file" in config:
+        config["xml_file"] = _mujoco_model_path(env_id, config["xml_file"])
+    return config, {name: kind for name, (kind, _) in valid.items()}
+
+
+def _mujoco_model_path(env_id: str, xml_file: str | os.PathLike[str]) -> str:
+    """Where gymnasium's MujocoEnv looks for ``xml_file``: as given when it starts with "." or
+    "/", the home directory for "~", else gymnasium's own assets directory."""
+    path = os.fspath(xml_file)
+    if path.startswith("~"):
+        path = os.path.expanduser(path)
+    elif not path.startswith((".", "/")):
+        spec = importlib.util.find_spec("gymnasium")
+        if spec is None or not spec.submodule_search_locations:
+            raise ValueError(f"{env_id} needs gymnasium installed for its MJCF asset {path!r}")
+        path = os.path.join(spec.submodule_search_locations[0], "envs", "mujoco", "assets", path)
+    if not os.path.exists(path):
+        raise OSError(f"File {path} does not exist")
+    return os.path.abspath(path)

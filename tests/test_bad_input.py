@@ -15,7 +15,7 @@ def test_make_rejects_unknown_ids_kwargs_and_sizes() -> None:
     with pytest.raises(TypeError, match="unexpected keyword argument 'gravity'.*valid: "
                                         "sutton_barto_reward"):
         aiopool.make("CartPole-v1", gravity=3.0)
-    with pytest.raises(TypeError, match="expected bool"):
+    with pytest.raises(TypeError, match="expected a bool"):
         aiopool.make("CartPole-v1", sutton_barto_reward=1)
     with pytest.raises(ValueError, match="batch_size"):
         aiopool.make("CartPole-v1", num_envs=2, batch_size=3)

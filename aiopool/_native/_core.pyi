@@ -1,4 +1,4 @@
-"""Type stub of the native module built from aiopool/_native/bindings.cc."""
+"""Type stub of the native modules (module.h): _core here; _mujoco and _atari bind the same API."""
 
 from typing import Any
 
@@ -6,10 +6,11 @@ import numpy as np
 import numpy.typing as npt
 
 def list_envs() -> list[str]: ...
-def env_config(env_id: str) -> tuple[list[tuple[str, str, float]], int]: ...
+def env_config(env_id: str) -> tuple[list[tuple[str, str, Any]], int]: ...
 
 class Pool:
-    def __init__(self, env_id: str, config: dict[str, float], num_envs: int, batch_size: int,
+    def __init__(self, env_id: str, numbers: dict[str, float], strings: dict[str, str],
+                 ranges: dict[str, list[float]], num_envs: int, batch_size: int,
                  num_threads: int, autoreset: str, worker_spin_ns: int,
                  max_episode_steps: int, max_spinners: int) -> None: ...
     @property

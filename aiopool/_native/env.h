@@ -19,6 +19,7 @@
 //   AIOPOOL_REGISTER_ENV("MyEnv-v0", MyEnv, 500);
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -75,30 +76,46 @@ struct Field {
   }
 };
 
-// A constructor keyword argument, as gymnasium's env takes it.
+// A constructor keyword argument, as gymnasium's env takes it. kRange is a (low, high) pair
+// such as MuJoCo's `healthy_z_range`; kString a path such as `xml_file`.
 struct ConfigKey {
-  enum class Kind : uint8_t { kBool, kInt, kFloat };
+  enum class Kind : uint8_t { kBool, kInt, kFloat, kString, kRange };
   std::string name;
   Kind kind;
-  double default_value;
+  double default_value = 0.0;
+  std::string default_string = {};
+  std::array<double, 2> default_range = {0.0, 0.0};
 };
 
 // Keyword arguments, already validated against the env's ConfigKeys by the registry.
 class Config {
  public:
   Config() = default;
-  explicit Config(std::map<std::string, double> values) : values_(std::move(values)) {}
-  double get(const std::string& key) const {
-    auto it = values_.find(key);
-    if (it == values_.end()) throw std::invalid_argument("config has no key '" + key + "'");
-    return it->second;
-  }
+  explicit Config(std::map<std::string, double> values, std::map<std::string, std::string> strings = {},
+                  std::map<std::string, std::vector<double>> ranges = {})
+      : values_(std::move(values)), strings_(std::move(strings)), ranges_(std::move(ranges)) {}
+  double get(const std::string& key) const { return lookup(values_, key); }
   bool get_bool(const std::string& key) const { return get(key) != 0.0; }
   int64_t get_int(const std::string& key) const { return static_cast<int64_t>(get(key)); }
+  const std::string& get_string(const std::string& key) const { return lookup(strings_, key); }
+  std::array<double, 2> get_range(const std::string& key) const {
+    const std::vector<double>& r = lookup(ranges_, key);
+    if (r.size() != 2) throw std::invalid_argument("config key '" + key + "' must be a (low, high) pair");
+    return {r[0], r[1]};
+  }
   const std::map<std::string, double>& values() const { return values_; }
 
  private:
+  template <class M>
+  static const typename M::mapped_type& lookup(const M& m, const std::string& key) {
+    auto it = m.find(key);
+    if (it == m.end()) throw std::invalid_argument("config has no key '" + key + "'");
+    return it->second;
+  }
+
   std::map<std::string, double> values_;
+  std::map<std::string, std::string> strings_;
+  std::map<std::string, std::vector<double>> ranges_;
 };
 
 struct EnvSpec {

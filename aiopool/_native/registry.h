@@ -1,7 +1,8 @@
 // The env registry: id -> how to describe and build a group of envs. Registering an env is
 // one line in its header:
 //   AIOPOOL_REGISTER_ENV("CartPole-v1", CartPole, 500);   // id, class, gymnasium time limit
-// Only bindings.cc (and the native tests) include env headers, so each registers once.
+// Only a module file (core_module.cc, mujoco_module.cc, ...) and the native tests include env
+// headers, so each registers once, in the registry of its own module.
 #pragma once
 
 #include <algorithm>

@@ -811,7 +811,7 @@ void test_close_releases_waiter() {
 
 // The consumer runs flat out (wait, take, send) while another thread closes the pool at a
 // random moment; the consumer may hold a batch across close() and the pool's destruction, as
-// a numpy view does (its capsule holds the store's shared_ptr, see bindings.cc BlockOwner).
+// a numpy view does (its capsule holds the store's shared_ptr, see module.h BlockHandle).
 void test_close_while_busy() {
   std::mt19937 rng(7);
   for (int round = 0; round < scaled(500, 50); ++round) {

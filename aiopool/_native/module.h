@@ -1,10 +1,15 @@
-// The native module `aiopool._native._core`. GIL policy, visible at each .def:
+// What every native module of aiopool defines: list_envs, env_config and the Pool class over the
+// envs registered in that module. A module is one .cc that includes its env headers and this
+// file (core_module.cc: classic control; mujoco_module.cc; atari_module.cc). Each module has its
+// own registry and its own nanobind domain. GIL policy, visible at each .def:
 //   - send / reset / stage_seeds / take / arm / drain hold the GIL: they are short, and holding
 //     it is what makes the per-env bookkeeping single-threaded (see pool.h).
 //   - wait releases it (recv_blocking); close releases it to join the workers and to let a
 //     thread woken from wait re-acquire the GIL and leave before close returns.
 // Batches leave as read-only numpy views sharing one capsule owner; its deleter only returns
 // the block to the store (no Python work, any thread that drops the last view may run it).
+#pragma once
+
 #include <nanobind/nanobind.h>
 // numpy's C API builds the batch views: ~5x cheaper per array than a DLPack round trip.
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
@@ -20,12 +25,6 @@
 #include <string>
 #include <thread>
 
-#include "envs/classic_control/acrobot.h"
-#include "envs/classic_control/cartpole.h"
-#include "envs/classic_control/mountain_car.h"
-#include "envs/classic_control/mountain_car_continuous.h"
-#include "envs/classic_control/pendulum.h"
-#include "envs/testing/counting.h"
 #include "pool.h"
 
 namespace nb = nanobind;
@@ -95,6 +94,10 @@ const char* kind_name(ConfigKey::Kind k) {
       return "int";
     case ConfigKey::Kind::kFloat:
       return "float";
+    case ConfigKey::Kind::kString:
+      return "str";
+    case ConfigKey::Kind::kRange:
+      return "range";
   }
   return "?";
 }
@@ -189,17 +192,27 @@ void check_action_shape(PyArrayObject* a, const Space& space, std::size_t k) {
 
 }  // namespace
 
-NB_MODULE(_core, m) {
+namespace aiopool {
+
+inline void define_pool_module(nb::module_& m, const char* doc) {
   if (_import_array() < 0) throw nb::python_error();
-  m.doc() = "aiopool's native engine: worker threads, batch blocks and the eventfd doorbell.";
+  m.doc() = doc;
 
   m.def("list_envs", [] { return Registry::get().ids(); });
 
   m.def("env_config", [](const std::string& id) {
     const EnvEntry& e = Registry::get().find(id);
     nb::list keys;
-    for (const ConfigKey& k : e.config_keys())
-      keys.append(nb::make_tuple(k.name, kind_name(k.kind), k.default_value));
+    for (const ConfigKey& k : e.config_keys()) {
+      nb::object def;
+      if (k.kind == ConfigKey::Kind::kString)
+        def = nb::str(k.default_string.c_str());
+      else if (k.kind == ConfigKey::Kind::kRange)
+        def = nb::make_tuple(k.default_range[0], k.default_range[1]);
+      else
+        def = nb::float_(k.default_value);
+      keys.append(nb::make_tuple(k.name, kind_name(k.kind), def));
+    }
     return nb::make_tuple(keys, e.max_episode_steps);
   });
 
@@ -210,9 +223,11 @@ NB_MODULE(_core, m) {
   nb::class_<PyPool>(m, "Pool")
       .def(
           "__init__",
-          [](PyPool* self, const std::string& id, const std::map<std::string, double>& config, int num_envs,
-             int batch_size, int num_threads, const std::string& autoreset, int64_t worker_spin_ns,
-             int max_episode_steps, int max_spinners) {
+          [](PyPool* self, const std::string& id, const std::map<std::string, double>& numbers,
+             const std::map<std::string, std::string>& strings,
+             const std::map<std::string, std::vector<double>>& ranges, int num_envs, int batch_size,
+             int num_threads, const std::string& autoreset, int64_t worker_spin_ns, int max_episode_steps,
+             int max_spinners) {
             PoolOptions o;
             o.num_envs = num_envs;
             o.batch_size = batch_size;
@@ -221,10 +236,10 @@ NB_MODULE(_core, m) {
             o.worker_spin_ns = worker_spin_ns;
             o.max_episode_steps = max_episode_steps;
             o.max_spinners = max_spinners;
-            new (self) PyPool(Registry::get().find(id), Config(config), o);
+            new (self) PyPool(Registry::get().find(id), Config(numbers, strings, ranges), o);
           },
-          nb::arg("env_id"), nb::arg("config"), nb::arg("num_envs"), nb::arg("batch_size"),
-          nb::arg("num_threads"), nb::arg("autoreset"), nb::arg("worker_spin_ns"),
+          nb::arg("env_id"), nb::arg("numbers"), nb::arg("strings"), nb::arg("ranges"), nb::arg("num_envs"),
+          nb::arg("batch_size"), nb::arg("num_threads"), nb::arg("autoreset"), nb::arg("worker_spin_ns"),
           nb::arg("max_episode_steps"), nb::arg("max_spinners"))
       .def_prop_ro("spec",
                    [](PyPool& p) {
@@ -300,3 +315,5 @@ NB_MODULE(_core, m) {
       .def_prop_ro("num_envs", [](PyPool& p) { return p.options().num_envs; })
       .def_prop_ro("batch_size", [](PyPool& p) { return p.options().batch_size; });
 }
+
+}  // namespace aiopool
