@@ -1,0 +1,278 @@
+// What gymnasium's MujocoEnv (gymnasium/envs/mujoco/mujoco_env.py, 1.4) does for every v5 env,
+// plus the numpy arithmetic the v5 envs' rewards and observations rely on.
+//
+// Physics: one mjModel per MJCF file and modification time, shared read-only by every env built
+// from it (a process-wide cache of weak references); one mjData per env. A step is gymnasium's
+// `_step_mujoco_simulation`: ctrl = the float32 action widened to double, mj_step frame_skip
+// times, then mj_rnePostConstraint (which fills cfrc_ext). A reset is mj_resetData, the env's
+// draws, then set_state (qpos, qvel, mj_forward). The same libmujoco binary as gymnasium's
+// (mujoco-core==4.0.0) gives the same bits; the rest is numpy's arithmetic reproduced below and
+// built with -ffp-contract=off.
+//
+// Bad actions: gymnasium hands NaN, inf and out-of-range actions to MuJoCo unchanged, and so do
+// we. MuJoCo clamps out-of-range controls of ctrl-limited actuators, zeroes a non-finite ctrl
+// vector, and when the state diverges it resets mjData itself and warns (printed once per
+// episode by MuJoCo's log handler). The step still returns; `mujoco_warning` in the info says
+// it happened. Nothing here throws on a worker thread.
+#pragma once
+
+#include <mujoco/mujoco.h>
+#include <sys/stat.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "../../env.h"
+#include "../../registry.h"
+
+namespace aiopool::mujoco {
+
+// ---- numpy's arithmetic ---------------------------------------------------------------------
+
+// np.sum / np.add.reduce of a contiguous array: numpy's pairwise summation (8 accumulators,
+// blocks of 128), in the array's own dtype.
+template <class T>
+T pairwise_sum(const T* a, std::size_t n) {
+  if (n < 8) {
+    T res = 0;
+    for (std::size_t i = 0; i < n; ++i) res += a[i];
+    return res;
+  }
+  if (n <= 128) {
+    T r[8];
+    for (std::size_t j = 0; j < 8; ++j) r[j] = a[j];
+    std::size_t i = 8;
+    for (; i < n - (n % 8); i += 8)
+      for (std::size_t j = 0; j < 8; ++j) r[j] += a[i + j];
+    T res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) res += a[i];
+    return res;
+  }
+  std::size_t n2 = n / 2;
+  n2 -= n2 % 8;
+  return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
+}
+
+// np.sum(np.square(a)).
+template <class T>
+T sum_of_squares(const T* a, std::size_t n) {
+  thread_local std::vector<T> sq;
+  sq.resize(n);
+  for (std::size_t i = 0; i < n; ++i) sq[i] = a[i] * a[i];
+  return pairwise_sum(sq.data(), n);
+}
+
+// np.linalg.norm(v) of a short float64 vector: sqrt(v.dot(v)), summed in order.
+inline double norm(const double* v, std::size_t n) {
+  double s = 0.0;
+  for (std::size_t i = 0; i < n; ++i) s += v[i] * v[i];
+  return std::sqrt(s);
+}
+
+// np.clip(x, lo, hi): NaN passes through.
+inline double clip(double x, double lo, double hi) {
+  if (std::isnan(x)) return x;
+  const double m = x > lo ? x : lo;
+  return m < hi ? m : hi;
+}
+
+// `x ** 2` on a numpy float64 scalar is libm pow; an opaque exponent keeps the compiler from
+// rewriting it as x * x (they differ in the last bit in rare cases).
+inline double pow2(double x) {
+  double y = 2.0;
+  asm("" : "+x"(y));
+  return std::pow(x, y);
+}
+
+// ---- the model cache ------------------------------------------------------------------------
+
+inline std::shared_ptr<const mjModel> load_model(const std::string& path) {
+  static std::mutex mu;
+  static std::map<std::tuple<std::string, int64_t, int64_t>, std::weak_ptr<const mjModel>> cache;
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) throw std::invalid_argument("File " + path + " does not exist");
+  const auto key =
+      std::make_tuple(path, static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+                      static_cast<int64_t>(st.st_size));
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto m = cache[key].lock()) return m;
+  char error[1024] = "";
+  mjModel* raw = mj_loadXML(path.c_str(), nullptr, error, sizeof error);
+  if (raw == nullptr) throw std::invalid_argument("MuJoCo could not load " + path + ": " + error);
+  std::shared_ptr<const mjModel> m(raw, [](const mjModel* p) { mj_deleteModel(const_cast<mjModel*>(p)); });
+  cache[key] = m;
+  return m;
+}
+
+// ---- spec helpers ---------------------------------------------------------------------------
+
+inline ConfigKey str_key(const char* name, const char* def) {
+  return {name, ConfigKey::Kind::kString, 0.0, def};
+}
+inline ConfigKey int_key(const char* name, double def) { return {name, ConfigKey::Kind::kInt, def}; }
+inline ConfigKey float_key(const char* name, double def) { return {name, ConfigKey::Kind::kFloat, def}; }
+inline ConfigKey bool_key(const char* name, bool def) {
+  return {name, ConfigKey::Kind::kBool, def ? 1.0 : 0.0};
+}
+inline ConfigKey range_key(const char* name, double lo, double hi) {
+  return {name, ConfigKey::Kind::kRange, 0.0, "", {lo, hi}};
+}
+
+// xml_file and frame_skip, which every v5 env takes, then the env's own keys.
+inline std::vector<ConfigKey> keys(const char* xml_file, int frame_skip, std::vector<ConfigKey> own) {
+  std::vector<ConfigKey> k{str_key("xml_file", xml_file), int_key("frame_skip", frame_skip)};
+  k.insert(k.end(), own.begin(), own.end());
+  return k;
+}
+
+inline Field f64(const char* name) { return {name, DType::kFloat64, {}}; }
+inline Field f32(const char* name) { return {name, DType::kFloat32, {}}; }
+
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A float64 Box of n unbounded elements (every v5 observation space).
+inline Space unbounded(int64_t n) {
+  return {Space::Kind::kBox,
+          DType::kFloat64,
+          {n},
+          std::vector<double>(static_cast<std::size_t>(n), -kInf),
+          std::vector<double>(static_cast<std::size_t>(n), kInf),
+          0};
+}
+
+// gymnasium: actuator_ctrlrange as float32 (float32 rounding of the bounds included).
+inline Space action_space(const mjModel* m) {
+  Space s{Space::Kind::kBox, DType::kFloat32, {m->nu}, {}, {}, 0};
+  for (int j = 0; j < m->nu; ++j) {
+    s.low.push_back(static_cast<float>(m->actuator_ctrlrange[2 * j]));
+    s.high.push_back(static_cast<float>(m->actuator_ctrlrange[2 * j + 1]));
+  }
+  return s;
+}
+
+// The spec every v5 env shares: the model's action space, `obs_size` float64s, the env's info
+// fields and `mujoco_warning` last. chunk 1: a step takes tens of microseconds.
+inline EnvSpec make_spec(const mjModel* m, int64_t obs_size, std::vector<Field> info) {
+  EnvSpec s;
+  s.observation_space = unbounded(obs_size);
+  s.action_space = action_space(m);
+  s.info = std::move(info);
+  s.info.push_back({"mujoco_warning", DType::kBool, {}});
+  return s;
+}
+
+// ---- the env base ---------------------------------------------------------------------------
+
+class MujocoEnv {
+ public:
+  using Action = float;
+
+  explicit MujocoEnv(const Config& config)
+      : model_(load_model(config.get_string("xml_file"))),
+        data_(mj_makeData(model_.get()), &mj_deleteData),
+        m(model_.get()),
+        d(data_.get()),
+        frame_skip(static_cast<int>(config.get_int("frame_skip"))),
+        dt(m->opt.timestep * frame_skip),
+        init_qpos(d->qpos, d->qpos + m->nq),
+        init_qvel(d->qvel, d->qvel + m->nv) {
+    if (frame_skip < 1) throw std::invalid_argument("frame_skip must be >= 1");
+  }
+
+  static std::shared_ptr<const mjModel> model(const Config& config) {
+    return load_model(config.get_string("xml_file"));
+  }
+
+ private:
+  std::shared_ptr<const mjModel> model_;
+  std::unique_ptr<mjData, void (*)(mjData*)> data_;
+
+ protected:
+  // gymnasium's _step_mujoco_simulation, watching MuJoCo's divergence warnings: each records the
+  // index it found bad in `lastinfo` (also after MuJoCo resets the state), so marking them -1
+  // first tells whether this step raised one without touching MuJoCo's print-once counters.
+  void do_simulation(const Action* action) {
+    static constexpr std::array kBad = {mjWARN_BADQPOS, mjWARN_BADQVEL, mjWARN_BADQACC, mjWARN_BADCTRL};
+    for (int w : kBad) d->warning[w].lastinfo = -1;
+    for (int j = 0; j < m->nu; ++j) d->ctrl[j] = static_cast<double>(action[j]);
+    for (int k = 0; k < frame_skip; ++k) mj_step(m, d);
+    mj_rnePostConstraint(m, d);
+    warned = false;
+    for (int w : kBad) warned = warned || d->warning[w].lastinfo != -1;
+  }
+
+  // gymnasium's reset() up to reset_model().
+  void reset_data() {
+    mj_resetData(m, d);
+    warned = false;
+  }
+
+  // gymnasium's set_state (na == 0 in every v5 model, so `act` is empty).
+  void set_state(const double* qpos, const double* qvel) {
+    std::memcpy(d->qpos, qpos, sizeof(double) * static_cast<std::size_t>(m->nq));
+    std::memcpy(d->qvel, qvel, sizeof(double) * static_cast<std::size_t>(m->nv));
+    mj_forward(m, d);
+  }
+
+  // qpos = init_qpos + uniform(-scale, scale, nq), drawn in numpy's order.
+  std::vector<double> noisy_qpos(Rng& rng, double scale) const {
+    std::vector<double> q(init_qpos);
+    for (double& x : q) x = x + rng.uniform(-scale, scale);
+    return q;
+  }
+  std::vector<double> noisy_qvel_uniform(Rng& rng, double scale) const {
+    std::vector<double> v(init_qvel);
+    for (double& x : v) x = x + rng.uniform(-scale, scale);
+    return v;
+  }
+
+  // data.body(id or name).xpos
+  int body_id(const std::string& name_or_id) const {
+    char* end = nullptr;
+    const long id = std::strtol(name_or_id.c_str(), &end, 10);
+    if (!name_or_id.empty() && *end == '\0') {
+      if (id < 0 || id >= m->nbody) throw std::invalid_argument("body id " + name_or_id + " out of range");
+      return static_cast<int>(id);
+    }
+    const int found = mj_name2id(m, mjOBJ_BODY, name_or_id.c_str());
+    if (found < 0) throw std::invalid_argument("the model has no body named '" + name_or_id + "'");
+    return found;
+  }
+  const double* xpos(int body) const { return d->xpos + 3 * body; }
+
+  // Copies n doubles into the observation and returns the next free slot.
+  static double* put(double* out, const double* src, int n) {
+    std::memcpy(out, src, sizeof(double) * static_cast<std::size_t>(n));
+    return out + n;
+  }
+  static double* put_clipped(double* out, const double* src, int n, double lo, double hi) {
+    for (int i = 0; i < n; ++i) *out++ = clip(src[i], lo, hi);
+    return out;
+  }
+
+  template <class T>
+  static void set(Row& row, std::size_t field, T value) {
+    *row.info_as<T>(field) = value;
+  }
+  // `mujoco_warning`, always the last info field.
+  void set_warning(Row& row, std::size_t field) const { set<bool>(row, field, warned); }
+
+ public:
+  const mjModel* m;
+  mjData* d;
+  int frame_skip;
+  double dt;  // gymnasium: model.opt.timestep * frame_skip
+  std::vector<double> init_qpos, init_qvel;
+  bool warned = false;
+};
+
+}  // namespace aiopool::mujoco
