@@ -169,12 +169,17 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "bool": lambda v: isinstance(v, bool),
     "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "float": _is_number,
-    "str": lambda v: isinstance(v, str | os.PathLike),
+    # A str key also takes an int: Ant's main_body is a body id or name, as in gymnasium.
+    "str": lambda v: isinstance(v, str | os.PathLike | int) and not isinstance(v, bool),
     "range": lambda v: (isinstance(v, tuple | list) and len(v) == 2
                         and all(_is_number(x) for x in v)),
 }
-_EXPECTED = {"bool": "a bool", "int": "an int", "float": "a number", "str": "a str or path",
+_EXPECTED = {"bool": "a bool", "int": "an int", "float": "a number", "str": "a str",
              "range": "a (low, high) pair of numbers"}
+
+
+_RENDER_KWARGS = frozenset({"render_mode", "width", "height", "camera_id", "camera_name",
+                            "default_camera_config", "max_geom", "visual_options"})
 
 
 def _config(module: ModuleType, env_id: str,
@@ -190,12 +195,15 @@ def _config(module: ModuleType, env_id: str,
         config[name] = convert(default)
     for name, value in kwargs.items():
         if name not in valid:
-            raise TypeError(f"{env_id} got an unexpected keyword argument {name!r}; "
+            why = " (aiopool envs do not render)" if name in _RENDER_KWARGS else ""
+            raise TypeError(f"{env_id} got an unexpected keyword argument {name!r}{why}; "
                             f"valid: {names}")
         kind = valid[name][0]
         if not _CHECKS[kind](value):
             raise TypeError(f"{env_id} keyword argument {name!r} is {value!r}, expected "
                             f"{_EXPECTED[kind]}")
+        if kind == "str":
+            value = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
         if kind == "range":
             value = tuple(float(x) for x in value)
             if any(math.isnan(x) for x in value):

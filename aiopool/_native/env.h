@@ -127,6 +127,10 @@ struct EnvSpec {
   // microseconds; envs that step in tens of nanoseconds (classic control) raise it so a
   // queue operation does not cost more than the step itself.
   int chunk = 1;
+  // Whether send() rejects NaN/inf in continuous actions. Classic control clips actions and a
+  // NaN would silently poison the state, so it is rejected; MuJoCo envs take them as gymnasium
+  // does (MuJoCo zeroes a non-finite ctrl and warns).
+  bool finite_actions = true;
 };
 
 // What one step did. The runner adds the time limit to `truncated` and keeps the statistics.

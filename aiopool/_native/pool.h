@@ -186,6 +186,7 @@ class Pool {
                                       std::to_string(a.n) + "))");
       return;
     }
+    if (!spec_.finite_actions) return;
     auto check = [&](auto* v) {
       for (std::size_t j = 0; j < k * per; ++j)
         if (!std::isfinite(static_cast<double>(v[j])))

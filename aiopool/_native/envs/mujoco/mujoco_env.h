@@ -167,6 +167,7 @@ inline EnvSpec make_spec(const mjModel* m, int64_t obs_size, std::vector<Field> 
   s.action_space = action_space(m);
   s.info = std::move(info);
   s.info.push_back({"mujoco_warning", DType::kBool, {}});
+  s.finite_actions = false;  // NaN and inf go to MuJoCo, as in gymnasium
   return s;
 }
 
