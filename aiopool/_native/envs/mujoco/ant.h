@@ -81,16 +81,8 @@ class Ant : public MujocoEnv {
     o = put(o, d->qpos + (exclude_ ? 2 : 0), m->nq - (exclude_ ? 2 : 0));
     o = put(o, d->qvel, m->nv);
     if (cfrc_) put_clipped(o, d->cfrc_ext + 6, 6 * (m->nbody - 1), force_range_[0], force_range_[1]);
-    set(row, 0, d->qpos[0]);
-    set(row, 1, d->qpos[1]);
-    set(row, 2, norm(d->qpos, 2));
-    set(row, 3, step_.vx);
-    set(row, 4, step_.vy);
-    set(row, 5, step_.forward);
-    set(row, 6, step_.ctrl);
-    set(row, 7, step_.contact);
-    set(row, 8, step_.survive);
-    set_warning(row, 9);
+    write_info(row, d->qpos[0], d->qpos[1], norm(d->qpos, 2), step_.vx, step_.vy, step_.forward, step_.ctrl,
+               step_.contact, step_.survive);
   }
 
  private:

@@ -56,11 +56,7 @@ class HalfCheetah : public MujocoEnv {
     double* o = row.obs_as<double>();
     o = put(o, d->qpos + (exclude_ ? 1 : 0), m->nq - (exclude_ ? 1 : 0));
     put(o, d->qvel, m->nv);
-    set(row, 0, d->qpos[0]);
-    set(row, 1, vx_);
-    set(row, 2, forward_);
-    set(row, 3, ctrl_);
-    set_warning(row, 4);
+    write_info(row, d->qpos[0], vx_, forward_, ctrl_);
   }
 
  private:

@@ -65,13 +65,8 @@ class Hopper : public MujocoEnv {
     double* o = row.obs_as<double>();
     o = put(o, d->qpos + (exclude_ ? 1 : 0), m->nq - (exclude_ ? 1 : 0));
     put_clipped(o, d->qvel, m->nv, -10, 10);
-    set(row, 0, d->qpos[0]);
-    set(row, 1, d->qpos[1] - init_qpos[1]);
-    set(row, 2, step_.vx);
-    set(row, 3, step_.forward);
-    set(row, 4, step_.ctrl);
-    set(row, 5, step_.survive);
-    set_warning(row, 6);
+    write_info(row, d->qpos[0], d->qpos[1] - init_qpos[1], step_.vx, step_.forward, step_.ctrl,
+               step_.survive);
   }
 
  private:

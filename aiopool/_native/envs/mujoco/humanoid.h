@@ -61,10 +61,8 @@ class HumanoidBase : public MujocoEnv {
     if (qfrc_) o = put(o, d->qfrc_actuator + 6, m->nv - 6);
     if (cfrc_) put(o, d->cfrc_ext + 6, 6 * (m->nbody - 1));
   }
-  void write_tendons(Row& row, std::size_t field) const {
-    std::memcpy(row.info[field], d->ten_length, sizeof(double) * static_cast<std::size_t>(m->ntendon));
-    std::memcpy(row.info[field + 1], d->ten_velocity, sizeof(double) * static_cast<std::size_t>(m->ntendon));
-  }
+  Array tendon_length() const { return {d->ten_length, m->ntendon}; }
+  Array tendon_velocity() const { return {d->ten_velocity, m->ntendon}; }
   double ctrl_squares() const { return sum_of_squares(d->ctrl, static_cast<std::size_t>(m->nu)); }
   double cfrc_squares() const { return sum_of_squares(d->cfrc_ext, 6 * static_cast<std::size_t>(m->nbody)); }
 
@@ -127,17 +125,8 @@ class Humanoid : public HumanoidBase {
 
   void write(Row& row) const {
     write_obs(row);
-    set(row, 0, d->qpos[0]);
-    set(row, 1, d->qpos[1]);
-    write_tendons(row, 2);
-    set(row, 4, norm(d->qpos, 2));
-    set(row, 5, step_.vx);
-    set(row, 6, step_.vy);
-    set(row, 7, step_.survive);
-    set(row, 8, step_.forward);
-    set(row, 9, step_.ctrl);
-    set(row, 10, step_.contact);
-    set_warning(row, 11);
+    write_info(row, d->qpos[0], d->qpos[1], tendon_length(), tendon_velocity(), norm(d->qpos, 2), step_.vx,
+               step_.vy, step_.survive, step_.forward, step_.ctrl, step_.contact);
   }
 
  private:
@@ -204,14 +193,8 @@ class HumanoidStandup : public HumanoidBase {
 
   void write(Row& row) const {
     write_obs(row);
-    set(row, 0, d->qpos[0]);
-    set(row, 1, d->qpos[1]);
-    set(row, 2, d->qpos[2] - init_qpos[2]);
-    write_tendons(row, 3);
-    set(row, 5, step_.linup);
-    set(row, 6, step_.quadctrl);
-    set(row, 7, step_.impact);
-    set_warning(row, 8);
+    write_info(row, d->qpos[0], d->qpos[1], d->qpos[2] - init_qpos[2], tendon_length(), tendon_velocity(),
+               step_.linup, step_.quadctrl, step_.impact);
   }
 
  private:

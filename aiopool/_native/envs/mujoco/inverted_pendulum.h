@@ -49,8 +49,7 @@ class InvertedPendulum : public MujocoEnv {
 
   void write(Row& row) const {
     put(put(row.obs_as<double>(), d->qpos, m->nq), d->qvel, m->nv);
-    set<int64_t>(row, 0, survive_);
-    set_warning(row, 1);
+    write_info(row, survive_);
   }
 
  private:
@@ -104,10 +103,7 @@ class InvertedDoublePendulum : public MujocoEnv {
     for (int i = 1; i < 3; ++i) *o++ = std::cos(d->qpos[i]);
     o = put_clipped(o, d->qvel, 3, -10, 10);
     *o = clip(d->qfrc_constraint[0], -10, 10);
-    set(row, 0, step_.survive);
-    set(row, 1, step_.distance);
-    set(row, 2, step_.velocity);
-    set_warning(row, 3);
+    write_info(row, step_.survive, step_.distance, step_.velocity);
   }
 
  private:

@@ -198,6 +198,19 @@ class MujocoEnv {
   std::unique_ptr<mjData, void (*)(mjData*)> data_;
 
  protected:
+  // An array-valued info field (Humanoid's tendon_length, tendon_velocity).
+  struct Array {
+    const double* data;
+    int size;
+  };
+
+  static void write_field(Row& row, std::size_t k, double v) { *row.info_as<double>(k) = v; }
+  static void write_field(Row& row, std::size_t k, float v) { *row.info_as<float>(k) = v; }
+  static void write_field(Row& row, std::size_t k, int64_t v) { *row.info_as<int64_t>(k) = v; }
+  static void write_field(Row& row, std::size_t k, Array a) {
+    std::memcpy(row.info[k], a.data, sizeof(double) * static_cast<std::size_t>(a.size));
+  }
+
   // gymnasium's _step_mujoco_simulation, watching MuJoCo's divergence warnings: each records the
   // index it found bad in `lastinfo` (also after MuJoCo resets the state), so marking them -1
   // first tells whether this step raised one without touching MuJoCo's print-once counters.
@@ -260,12 +273,14 @@ class MujocoEnv {
     return out;
   }
 
-  template <class T>
-  static void set(Row& row, std::size_t field, T value) {
-    *row.info_as<T>(field) = value;
+  // Writes the info fields in spec order, then `mujoco_warning`. Each value's C++ type is its
+  // field's dtype: double float64, float float32, int64_t int64, Array a float64 array.
+  template <class... Ts>
+  void write_info(Row& row, Ts... values) const {
+    std::size_t k = 0;
+    (write_field(row, k++, values), ...);
+    *row.info_as<bool>(k) = warned;
   }
-  // `mujoco_warning`, always the last info field.
-  void set_warning(Row& row, std::size_t field) const { set<bool>(row, field, warned); }
 
  public:
   const mjModel* m;

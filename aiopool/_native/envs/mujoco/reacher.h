@@ -66,9 +66,7 @@ class Reacher : public MujocoEnv {
     o = put(o, d->qpos + 2, 2);
     o = put(o, d->qvel, 2);
     for (int j = 0; j < 2; ++j) *o++ = xpos(fingertip_)[j] - xpos(target_)[j];
-    set(row, 0, dist_);
-    set(row, 1, ctrl_);
-    set_warning(row, 2);
+    write_info(row, dist_, ctrl_);
   }
 
  private:
@@ -141,10 +139,7 @@ class Pusher : public MujocoEnv {
     o = put(o, xpos(tips_arm_), 3);
     o = put(o, xpos(object_), 3);
     put(o, xpos(goal_), 3);
-    set(row, 0, step_.dist);
-    set(row, 1, step_.ctrl);
-    set(row, 2, step_.near);
-    set_warning(row, 3);
+    write_info(row, step_.dist, step_.ctrl, step_.near);
   }
 
  private:

@@ -54,14 +54,7 @@ class Swimmer : public MujocoEnv {
     double* o = row.obs_as<double>();
     o = put(o, d->qpos + (exclude_ ? 2 : 0), m->nq - (exclude_ ? 2 : 0));
     put(o, d->qvel, m->nv);
-    set(row, 0, d->qpos[0]);
-    set(row, 1, d->qpos[1]);
-    set(row, 2, norm(d->qpos, 2));
-    set(row, 3, step_.vx);
-    set(row, 4, step_.vy);
-    set(row, 5, step_.forward);
-    set(row, 6, step_.ctrl);
-    set_warning(row, 7);
+    write_info(row, d->qpos[0], d->qpos[1], norm(d->qpos, 2), step_.vx, step_.vy, step_.forward, step_.ctrl);
   }
 
  private:
