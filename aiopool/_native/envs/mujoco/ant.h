@@ -7,7 +7,6 @@
 // strict in Hopper/Walker2d). The reset draws uniform qpos noise, then standard_normal qvel noise.
 #pragma once
 
-#include "../../rng_normal.h"
 #include "mujoco_env.h"
 
 namespace aiopool::mujoco {
@@ -51,11 +50,7 @@ class Ant : public MujocoEnv {
         cfrc_(c.get_bool("include_cfrc_ext_in_observation")) {}
 
   void reset(Rng& rng) {
-    reset_data();
-    const std::vector<double> qpos = noisy_qpos(rng, noise_);
-    std::vector<double> qvel(init_qvel);
-    for (double& v : qvel) v = v + noise_ * standard_normal(rng);
-    set_state(qpos.data(), qvel.data());
+    reset_normal(rng, noise_);
     step_ = {};
   }
 

@@ -4,7 +4,6 @@
 // reset draws uniform qpos noise, then standard_normal qvel noise. Never terminates.
 #pragma once
 
-#include "../../rng_normal.h"
 #include "mujoco_env.h"
 
 namespace aiopool::mujoco {
@@ -33,11 +32,7 @@ class HalfCheetah : public MujocoEnv {
         exclude_(c.get_bool("exclude_current_positions_from_observation")) {}
 
   void reset(Rng& rng) {
-    reset_data();
-    const std::vector<double> qpos = noisy_qpos(rng, noise_);
-    std::vector<double> qvel(init_qvel);
-    for (double& v : qvel) v = v + noise_ * standard_normal(rng);
-    set_state(qpos.data(), qvel.data());
+    reset_normal(rng, noise_);
     vx_ = forward_ = 0;
     ctrl_ = 0;
   }

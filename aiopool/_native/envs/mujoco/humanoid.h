@@ -44,12 +44,7 @@ class HumanoidBase : public MujocoEnv {
         qfrc_(c.get_bool("include_qfrc_actuator_in_observation")),
         cfrc_(c.get_bool("include_cfrc_ext_in_observation")) {}
 
-  void reset(Rng& rng) {
-    reset_data();
-    const std::vector<double> qpos = noisy_qpos(rng, noise_);
-    const std::vector<double> qvel = noisy_qvel_uniform(rng, noise_);
-    set_state(qpos.data(), qvel.data());
-  }
+  void reset(Rng& rng) { reset_uniform(rng, noise_); }
 
  protected:
   void write_obs(Row& row) const {

@@ -9,7 +9,6 @@
 // on numpy scalars is libm pow; its reset draws standard_normal qvel noise.
 #pragma once
 
-#include "../../rng_normal.h"
 #include "mujoco_env.h"
 
 namespace aiopool::mujoco {
@@ -30,10 +29,7 @@ class InvertedPendulum : public MujocoEnv {
   explicit InvertedPendulum(const Config& c) : MujocoEnv(c), noise_(c.get("reset_noise_scale")) {}
 
   void reset(Rng& rng) {
-    reset_data();
-    const std::vector<double> qpos = noisy_qpos(rng, noise_);
-    const std::vector<double> qvel = noisy_qvel_uniform(rng, noise_);
-    set_state(qpos.data(), qvel.data());
+    reset_uniform(rng, noise_);
     survive_ = 0;
   }
 
@@ -76,11 +72,7 @@ class InvertedDoublePendulum : public MujocoEnv {
       : MujocoEnv(c), healthy_reward_(c.get("healthy_reward")), noise_(c.get("reset_noise_scale")) {}
 
   void reset(Rng& rng) {
-    reset_data();
-    const std::vector<double> qpos = noisy_qpos(rng, noise_);
-    std::vector<double> qvel(init_qvel);
-    for (double& v : qvel) v = v + standard_normal(rng) * noise_;
-    set_state(qpos.data(), qvel.data());
+    reset_normal(rng, noise_);
     step_ = {};
   }
 

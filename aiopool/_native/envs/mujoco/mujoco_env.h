@@ -33,6 +33,7 @@
 
 #include "../../env.h"
 #include "../../registry.h"
+#include "../../rng_normal.h"
 
 namespace aiopool::mujoco {
 
@@ -237,7 +238,25 @@ class MujocoEnv {
     mj_forward(m, d);
   }
 
-  // qpos = init_qpos + uniform(-scale, scale, nq), drawn in numpy's order.
+  // The reset most v5 envs do: mj_resetData, then qpos = init_qpos + uniform(-scale, scale, nq)
+  // and qvel = init_qvel + uniform(-scale, scale, nv), drawn in that order, then set_state.
+  void reset_uniform(Rng& rng, double scale) {
+    reset_data();
+    const std::vector<double> qpos = noisy_qpos(rng, scale);
+    const std::vector<double> qvel = noisy_qvel_uniform(rng, scale);
+    set_state(qpos.data(), qvel.data());
+  }
+
+  // Ant's, HalfCheetah's and InvertedDoublePendulum's: the same, but qvel = init_qvel + scale *
+  // standard_normal(nv).
+  void reset_normal(Rng& rng, double scale) {
+    reset_data();
+    const std::vector<double> qpos = noisy_qpos(rng, scale);
+    std::vector<double> qvel(init_qvel);
+    for (double& v : qvel) v = v + scale * standard_normal(rng);
+    set_state(qpos.data(), qvel.data());
+  }
+
   std::vector<double> noisy_qpos(Rng& rng, double scale) const {
     std::vector<double> q(init_qpos);
     for (double& x : q) x = x + rng.uniform(-scale, scale);

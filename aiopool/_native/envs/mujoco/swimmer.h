@@ -33,10 +33,7 @@ class Swimmer : public MujocoEnv {
         exclude_(c.get_bool("exclude_current_positions_from_observation")) {}
 
   void reset(Rng& rng) {
-    reset_data();
-    const std::vector<double> qpos = noisy_qpos(rng, noise_);
-    const std::vector<double> qvel = noisy_qvel_uniform(rng, noise_);
-    set_state(qpos.data(), qvel.data());
+    reset_uniform(rng, noise_);
     step_ = {};
   }
 
