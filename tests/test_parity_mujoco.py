@@ -193,6 +193,39 @@ async def test_long_rollouts_with_gymnasium_time_limits(env_id: str) -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("env_id", ["Hopper-v5", "Humanoid-v5", "Reacher-v5"])
+async def test_same_step_autoreset_keeps_the_final_row(env_id: str) -> None:
+    """autoreset="same_step": a row that ends an episode holds the next episode's first obs, and
+    final_obs / final_info hold gymnasium's last obs and info of the ended one."""
+    envs = [gym.make(env_id, max_episode_steps=40) for _ in range(2)]
+    finals = 0
+    with aiopool.make(env_id, num_envs=2, seed=11, autoreset="same_step",
+                      max_episode_steps=40) as pool:
+        space = pool.single_action_space
+        space.seed(11)
+        pool.async_reset()
+        await pool.recv()
+        for i, env in enumerate(envs):
+            env.reset(seed=11 + i)
+        for _ in range(150):
+            a = np.stack([space.sample() for _ in range(2)])
+            batch = await pool.step(a)
+            for row, i in enumerate(np.asarray(batch.env_id).tolist()):
+                obs, _, terminated, truncated, info = envs[i].step(a[i])
+                if not (terminated or truncated):
+                    assert _bits(batch.obs[row]) == _bits(obs)
+                    continue
+                finals += 1
+                final_info = batch.info["final_info"]
+                assert _bits(batch.info["final_obs"][row]) == _bits(obs)
+                for key, value in info.items():
+                    assert _bits(final_info[key][row]) == _bits(np.asarray(value)), key
+                obs, _ = envs[i].reset()
+                assert _bits(batch.obs[row]) == _bits(obs)
+    assert finals >= 4
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize("env_id", ALL)
 async def test_seeds_mean_what_they_mean_in_gymnasium(env_id: str) -> None:
     """Env i of a pool seeded s starts where gymnasium's env reset with seed s + i starts, and
