@@ -4,16 +4,19 @@ Question: how many CartPole-v1 env-steps per second does aiopool deliver through
 (asyncio and uvloop), ``recv()`` + ``send()``, ``step()`` and ``recv_blocking()``, and how does
 that compare with EnvPool (sync and async), gymnasium's Sync/AsyncVectorEnv, a plain Python
 loop over ``gymnasium.make`` envs and the raw C++ simulator on one thread × the usable cores?
+The same for the MuJoCo v5 envs (``--env Ant-v5``), where the limit is raw MuJoCo on one
+thread × the worker threads N of each column.
 
 Method: every runner runs in this process tree, in one run. Each measurement builds its pool,
 warms up, then counts env-steps received over a fixed wall time. Repeats are interleaved (each
 repeat runs every runner once, in a shuffled order), so slow phases of a noisy machine hit all
 runners alike; the table reports medians over repeats. Actions are precomputed random arrays, so
-the policy costs ~nothing. The limit is ``cartpole_limit.cc``, compiled here with the
-extension's flags.
+the policy costs ~nothing. The limit is ``cartpole_limit.cc`` (``mujoco_limit.cc`` for MuJoCo
+ids), compiled here with the extension's flags.
 
 Usage:
     python benchmarks/throughput.py                     # ~6 min on 2 cores
+    python benchmarks/throughput.py --env Ant-v5        # MuJoCo: ~6 min on 2 cores
     python benchmarks/throughput.py --quick --env Counting-v0 --no-peers   # smoke test
 
 Writes ``<out>/throughput.json`` and ``<out>/throughput.png`` (default ``benchmarks/results``)
@@ -44,15 +47,41 @@ from typing import Any
 import numpy as np
 
 import aiopool
+from aiopool.registry import MUJOCO_IDS, MUJOCO_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT_SOURCE = ROOT / "benchmarks" / "cartpole_limit.cc"
+MUJOCO_LIMIT_SOURCE = ROOT / "benchmarks" / "mujoco_limit.cc"
 ENV_HEADERS = ROOT / "aiopool" / "_native" / "envs"
 DEFAULT_CONFIGS = "32/16/1,32/16/2,256/128/1,256/128/2,64/64/2"
 QUICK_CONFIGS = "32/16/1,64/64/2"
 # The targets (issues): stream ÷ EnvPool async at 32/16 and stream ÷ limit at 256/128.
 TARGETS = (((32, 16), "EnvPool async"), ((256, 128), "limit"))
+# MuJoCo steps take 0.05–0.5 ms, so a few envs per thread keep the workers busy. The targets
+# (issue 4): stream ÷ EnvPool async and stream ÷ (limit × N), both at 16/8 with N = 1 and 2.
+MUJOCO_CONFIGS = "8/8/1,8/4/1,16/8/1,16/8/2,16/16/2,32/16/2"
+MUJOCO_TARGETS = (((16, 8), "EnvPool async"), ((16, 8), "limit"))
 ACTION_ROUNDS = 64  # distinct precomputed action arrays, cycled
+
+
+@dataclass(frozen=True)
+class Family:
+    """Per env family: default configs, target ratio columns and what the limit is scaled by."""
+
+    configs: str
+    targets: tuple[tuple[tuple[int, int], str], ...]  # ((M, B), reference row prefix)
+    max_gym_envs: int  # default --max-gym-envs
+    limit_per_thread: bool  # limit row = 1-thread rate × N of the column, else × usable cores
+    unit: str  # rates are reported in this many env-steps/s: "M" or "k"
+
+
+CLASSIC = Family(DEFAULT_CONFIGS, TARGETS, 32, limit_per_thread=False, unit="M")
+MUJOCO = Family(MUJOCO_CONFIGS, MUJOCO_TARGETS, 8, limit_per_thread=True, unit="k")
+UNITS = {"M": 1e6, "k": 1e3}
+
+
+def family(env_id: str) -> Family:
+    return MUJOCO if env_id in MUJOCO_IDS else CLASSIC
 
 
 # -- what is measured ---------------------------------------------------------------------
@@ -318,11 +347,26 @@ class Limit:
         result = json.loads(out.stdout)
         return Timing(int(result["steps"]), float(result["seconds"]))
 
+    def run_parallel(self, env_id: str, shape: Shape, budget: Budget) -> Timing:
+        """N copies at once, M/N envs each: what N free cores give right now, on a shared box."""
+        n = shape.num_threads or 1
+        seconds = budget.warmup + budget.seconds
+        procs = [subprocess.Popen([str(self.binary), self.env_id, str(-(-shape.num_envs // n)),
+                                   str(seconds)], stdout=subprocess.PIPE, text=True)
+                 for _ in range(n)]
+        results = [json.loads(p.communicate()[0]) for p in procs]
+        if any(p.returncode for p in procs):
+            raise RuntimeError(f"{self.binary} failed")
+        return Timing(sum(int(r["steps"]) for r in results),
+                      max(float(r["seconds"]) for r in results))
+
 
 def build_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
     """Compile the limit program for ``env_id``; (None, why) when it cannot be built."""
     if shutil.which("g++") is None:
         return None, "g++ not found"
+    if env_id in MUJOCO_IDS:
+        return build_mujoco_limit(env_id, out_dir)
     if not LIMIT_SOURCE.exists():
         return None, f"{LIMIT_SOURCE} is missing"
     pattern = re.compile(r'AIOPOOL_REGISTER_ENV\("' + re.escape(env_id) + r'",\s*(\w+)')
@@ -332,14 +376,42 @@ def build_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
             break
     else:
         return None, f"no header under {ENV_HEADERS} registers {env_id}"
+    return compile_limit(env_id, out_dir, LIMIT_SOURCE, [
+        f'-DLIMIT_ENV_HEADER="{header}"', f"-DLIMIT_ENV=::aiopool::{found.group(1)}"],
+        f"from {header.relative_to(ROOT)}")
+
+
+def build_mujoco_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
+    """``mujoco_limit.cc`` against the libmujoco aiopool links, on gymnasium's MJCF assets."""
+    import importlib.util
+
+    dirs = {}
+    for package in ("mujoco", "gymnasium"):
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            return None, f"{package} is not installed"
+        dirs[package] = Path(spec.submodule_search_locations[0])
+    lib = dirs["mujoco"] / f"libmujoco.so.{MUJOCO_VERSION}"
+    assets = dirs["gymnasium"] / "envs" / "mujoco" / "assets"
+    if not lib.exists():
+        return None, f"{lib} is missing"
+    return compile_limit(env_id, out_dir, MUJOCO_LIMIT_SOURCE, [
+        f"-I{dirs['mujoco'] / 'include'}", f'-DLIMIT_MUJOCO_ASSETS="{assets}"', str(lib),
+        f"-Wl,-rpath,{dirs['mujoco']}"], f"against {lib.name}, assets {assets}")
+
+
+def compile_limit(env_id: str, out_dir: Path, source: Path, flags: list[str],
+                  what: str) -> tuple[Limit | None, str]:
+    """g++ with the extension's flags; (None, why) when it fails."""
+    if not source.exists():
+        return None, f"{source} is missing"
     binary = out_dir / f"limit_{re.sub(r'[^A-Za-z0-9]+', '_', env_id)}"
-    cmd = ["g++", "-O3", "-ffp-contract=off", "-std=c++20",
-           f'-DLIMIT_ENV_HEADER="{header}"', f"-DLIMIT_ENV=::aiopool::{found.group(1)}",
-           str(LIMIT_SOURCE), "-o", str(binary)]
+    cmd = ["g++", "-O3", "-ffp-contract=off", "-std=c++20", str(source), *flags,
+           "-o", str(binary)]
     built = subprocess.run(cmd, capture_output=True, text=True)
     if built.returncode != 0:
-        return None, f"compiling {LIMIT_SOURCE.name} failed:\n{built.stderr[-2000:]}"
-    return Limit(binary, env_id), f"built {binary} from {header.relative_to(ROOT)}"
+        return None, f"compiling {source.name} failed:\n{built.stderr[-2000:]}"
+    return Limit(binary, env_id), f"built {binary} {what}"
 
 
 # -- which runner measures which shape ----------------------------------------------------
@@ -395,6 +467,9 @@ def make_runners(args: argparse.Namespace, limit: Limit | None,
         runners += peer_runners(args.env, args.max_gym_envs, skipped)
     if limit is not None:
         runners.append(Runner("C++ 1 thread", limit.run, envs_only(sys.maxsize), "limit"))
+        if family(args.env).limit_per_thread:
+            runners.append(Runner("C++ N processes at once", limit.run_parallel,
+                                  lambda s: Shape(s.num_envs, None, s.num_threads), "limit"))
     return runners
 
 
@@ -436,6 +511,7 @@ def measure_all(args: argparse.Namespace, runners: list[Runner], shapes: list[Sh
                   key=lambda w: (w[0], w[1]))
     by_name = {r.name: r for r in runners}
     measurements: list[Measurement] = []
+    unit = family(args.env).unit
     for repeat in range(args.repeats):
         order = list(work)
         random.Random(repeat).shuffle(order)
@@ -444,7 +520,8 @@ def measure_all(args: argparse.Namespace, runners: list[Runner], shapes: list[Sh
             m = Measurement(name, shape, repeat, timing.steps, timing.seconds)
             measurements.append(m)
             print(f"  [{repeat + 1}/{args.repeats} {i + 1:3}/{len(order)}] {name:34} "
-                  f"{shape.label:>10}  {m.rate / 1e6:8.3f} M/s", file=sys.stderr, flush=True)
+                  f"{shape.label:>10}  {fmt_rate(m.rate, unit):>8} {unit}/s",
+                  file=sys.stderr, flush=True)
         loads.append(os.getloadavg())
     return measurements
 
@@ -465,13 +542,14 @@ class Table:
     rows: list[str]
     cells: dict[tuple[str, Shape], Summary]
     ratio_columns: list[tuple[str, Shape, str]] = field(default_factory=list)  # title, col, ref
+    unit: str = "M"  # of the rates: "M" or "k" env-steps/s
 
     def value(self, row: str, column: Shape) -> Summary | None:
         return self.cells.get((row, column))
 
 
 def build_table(runners: list[Runner], shapes: list[Shape], summaries: list[Summary],
-                usable_cores: int) -> Table:
+                usable_cores: int, fam: Family = CLASSIC) -> Table:
     by_key = {(s.runner, s.shape): s for s in summaries}
     rows = [r.name for r in runners if r.group != "limit"]
     cells: dict[tuple[str, Shape], Summary] = {}
@@ -481,16 +559,17 @@ def build_table(runners: list[Runner], shapes: list[Shape], summaries: list[Summ
             if s is not None and (r.name, s) in by_key:
                 cells[(r.name, c)] = by_key[(r.name, s)]
     if any(r.group == "limit" for r in runners):
-        limit_name = f"limit: C++ 1 thread × {usable_cores} cores"
+        limit_name = ("limit: C++ 1 thread × N threads" if fam.limit_per_thread
+                      else f"limit: C++ 1 thread × {usable_cores} cores")
         for c in shapes:
             one = cells.get(("C++ 1 thread", c))
             if one is not None:
-                k = usable_cores
+                k = (c.num_threads or 1) if fam.limit_per_thread else usable_cores
                 cells[(limit_name, c)] = Summary(limit_name, one.shape, one.median * k,
                                                  one.min * k, one.max * k, one.repeats)
-        rows += [limit_name, "C++ 1 thread"]
-    table = Table(shapes, rows, cells)
-    for (m, b), ref in TARGETS:
+        rows += [limit_name, *(r.name for r in runners if r.group == "limit")]
+    table = Table(shapes, rows, cells, unit=fam.unit)
+    for (m, b), ref in fam.targets:
         ref_row = next((row for row in rows if row.startswith(ref)), None)
         for c in shapes:
             if (c.num_envs, c.batch_size) == (m, b) and ref_row is not None:
@@ -498,8 +577,8 @@ def build_table(runners: list[Runner], shapes: list[Shape], summaries: list[Summ
     return table
 
 
-def fmt_rate(v: float) -> str:
-    v /= 1e6
+def fmt_rate(v: float, unit: str = "M") -> str:
+    v /= UNITS[unit]
     return f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 1 else f"{v:.3f}"
 
 
@@ -513,16 +592,17 @@ def render(table: Table) -> str:
         ranges = [row]
         for c in table.columns:
             s = table.value(row, c)
-            cells.append("—" if s is None else fmt_rate(s.median))
-            ranges.append("—" if s is None else f"{fmt_rate(s.min)}–{fmt_rate(s.max)}")
+            cells.append("—" if s is None else fmt_rate(s.median, table.unit))
+            ranges.append("—" if s is None else
+                          f"{fmt_rate(s.min, table.unit)}–{fmt_rate(s.max, table.unit)}")
         for _, c, ref in table.ratio_columns:
             s, r = table.value(row, c), table.value(ref, c)
             cells.append("—" if s is None or r is None else f"{s.median / r.median:.3g}")
         lines.append("| " + " | ".join(cells) + " |")
         spread.append("| " + " | ".join(ranges) + " |")
     return "\n".join(
-        ["**Median M env-steps/s** (columns: M envs / B batch / N threads)", "", *lines, "",
-         "**Min–max over repeats, M env-steps/s**", "", *spread])
+        [f"**Median {table.unit} env-steps/s** (columns: M envs / B batch / N threads)", "",
+         *lines, "", f"**Min–max over repeats, {table.unit} env-steps/s**", "", *spread])
 
 
 def plot(table: Table, path: Path, title: str) -> None:
@@ -533,25 +613,26 @@ def plot(table: Table, path: Path, title: str) -> None:
 
     bar_rows = [r for r in table.rows if not r.startswith("limit") and r != "C++ 1 thread"]
     limit_row = next((r for r in table.rows if r.startswith("limit")), None)
+    scale = UNITS[table.unit]
     x = np.arange(len(table.columns))
     width = 0.85 / max(1, len(bar_rows))
     fig, ax = plt.subplots(figsize=(4.0 + 2.0 * len(table.columns), 5.5))
     for i, row in enumerate(bar_rows):
         med = [table.value(row, c) for c in table.columns]
-        ys = [np.nan if s is None else s.median / 1e6 for s in med]
-        err = [[0 if s is None else (s.median - s.min) / 1e6 for s in med],
-               [0 if s is None else (s.max - s.median) / 1e6 for s in med]]
+        ys = [np.nan if s is None else s.median / scale for s in med]
+        err = [[0 if s is None else (s.median - s.min) / scale for s in med],
+               [0 if s is None else (s.max - s.median) / scale for s in med]]
         ax.bar(x - 0.425 + (i + 0.5) * width, ys, width, yerr=err, label=row,
                color=plt.get_cmap("tab20")(i % 20), capsize=1.5)
     if limit_row is not None:
         for j, c in enumerate(table.columns):
             s = table.value(limit_row, c)
             if s is not None:
-                ax.hlines(s.median / 1e6, x[j] - 0.45, x[j] + 0.45, colors="k",
+                ax.hlines(s.median / scale, x[j] - 0.45, x[j] + 0.45, colors="k",
                           linestyles="--", label=limit_row if j == 0 else "_nolegend_")
     ax.set_yscale("log")
     ax.set_xticks(x, [f"M/B/N\n{c.label}" for c in table.columns])
-    ax.set_ylabel("M env-steps/s (median, min–max)")
+    ax.set_ylabel(f"{table.unit} env-steps/s (median, min–max)")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(axis="y", which="both", alpha=0.3)
@@ -582,12 +663,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--env", default=None,
                    help="env id (default CartPole-v1, or Counting-v0 if CartPole is not built)")
     p.add_argument("--configs", default=None,
-                   help=f"comma-separated M/B/N (default {DEFAULT_CONFIGS})")
+                   help=f"comma-separated M/B/N (default {DEFAULT_CONFIGS}; "
+                        f"MuJoCo {MUJOCO_CONFIGS})")
     p.add_argument("--seconds", type=float, default=1.0, help="timed window per measurement")
     p.add_argument("--warmup", type=float, default=0.3, help="warm-up before each window")
     p.add_argument("--repeats", type=int, default=5, help="interleaved repeats")
-    p.add_argument("--max-gym-envs", type=int, default=32,
-                   help="run the gymnasium runners only at M <= this (they are slow)")
+    p.add_argument("--max-gym-envs", type=int, default=None,
+                   help="run the gymnasium runners only at M <= this (they are slow; "
+                        f"default {CLASSIC.max_gym_envs}, MuJoCo {MUJOCO.max_gym_envs})")
     p.add_argument("--no-peers", action="store_true", help="aiopool and the limit only")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results",
                    help="where the JSON, PNG and the limit binary go")
@@ -597,9 +680,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.configs = args.configs or QUICK_CONFIGS
         args.repeats, args.seconds, args.warmup = 1, 0.2, 0.05
-    args.configs = args.configs or DEFAULT_CONFIGS
     if args.env is None:
         args.env = "CartPole-v1" if "CartPole-v1" in aiopool.list_envs() else "Counting-v0"
+    args.configs = args.configs or family(args.env).configs
+    if args.max_gym_envs is None:
+        args.max_gym_envs = family(args.env).max_gym_envs
     return args
 
 
@@ -626,7 +711,8 @@ def main(argv: list[str] | None = None) -> int:
     measurements = measure_all(args, runners, shapes, budget, loads)
     run_seconds = time.monotonic() - started
     summaries = summarise(measurements)
-    table = build_table(runners, shapes, summaries, machine["usable_cores"])
+    fam = family(args.env)
+    table = build_table(runners, shapes, summaries, machine["usable_cores"], fam)
 
     title = (f"{args.env}: {machine['cpu']}, {machine['usable_cores']} usable cores, "
              f"load {loads[0][0]:.2f} → {loads[-1][0]:.2f}, {args.repeats} × {args.seconds} s")
@@ -647,7 +733,7 @@ def main(argv: list[str] | None = None) -> int:
                     "load_after_each_repeat": loads[1:]},
         "run_seconds": run_seconds,
         "skipped": skipped,
-        "limit_cores": machine["usable_cores"],
+        "limit_cores": "N" if fam.limit_per_thread else machine["usable_cores"],
         "summary": [{"runner": s.runner, **asdict(s.shape), "median": s.median, "min": s.min,
                      "max": s.max, "repeats": s.repeats} for s in summaries],
         "table": {row: {c.label: s.median for c in table.columns
