@@ -2,7 +2,11 @@
 
 The wait ladder of ``recv``: (a) take a ready batch (~1 µs); (b) busy-poll for up to
 ``recv_spin_us`` (a sleeping thread takes ~20 µs to wake on a VM, longer than most batches);
-(c) arm the eventfd doorbell and await it through the loop (see ``_waiting.py``). Every
+(c) arm the eventfd doorbell and await it through the loop (see ``_waiting.py``). The spin
+adapts: after ``_SPIN_GIVE_UP`` spins in a row found nothing (batches take longer than the spin,
+as MuJoCo's do, or the workers are starved of CPU), ``recv`` stops spinning and only probes with
+one spin every ``_SPIN_PROBE_EVERY`` waits; a probe that catches a batch turns spinning back on.
+Every
 ``_YIELD_EVERY`` fast-path returns, or after ~1 ms without one, ``recv`` yields to the loop so
 other tasks on it (inference, logging, the learner) are never starved.
 """
@@ -32,6 +36,8 @@ from .spec import EnvSpec
 
 _YIELD_EVERY = 8
 _YIELD_AFTER_NS = 1_000_000
+_SPIN_GIVE_UP = 8
+_SPIN_PROBE_EVERY = 64
 
 
 class PoolState(enum.Enum):
@@ -63,6 +69,7 @@ class Pool:
         self._weak = weakref.ref(self)
         self._returned: deque[Batch] = deque()
         self._spin_ns = int(recv_spin_us * 1000)
+        self._spin_misses = 0  # consecutive waits whose spin found nothing (or were skipped)
         self._streak = 0
         self._last_yield = time.perf_counter_ns()
         self._ever_reset = False
@@ -166,11 +173,9 @@ class Pool:
         if batch is not None:
             return batch
         self._check_can_complete(self._doorbell.num_waiting)
-        spin_ns = self._spin_ns if timeout is None else min(self._spin_ns, int(timeout * 1e9))
-        if spin_ns > 0:
-            batch = self._take(spin_ns)
-            if batch is not None:
-                return batch
+        batch = self._spin(timeout)
+        if batch is not None:
+            return batch
         self._streak = 0
         self._last_yield = time.perf_counter_ns()
         if timeout is None:
@@ -231,11 +236,13 @@ class Pool:
         self._check_open()
         if timeout is not None:
             timeout = _finite_or_none(timeout)
-        spin_ns = self._spin_ns if timeout is None else min(self._spin_ns, int(timeout * 1e9))
-        batch = self._take(max(spin_ns, 0))
+        batch = self._take()
         if batch is not None:
             return batch
         self._check_can_complete(0)
+        batch = self._spin(timeout)
+        if batch is not None:
+            return batch
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             remaining = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
@@ -246,6 +253,20 @@ class Pool:
                 return batch
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"no batch arrived within {timeout} s")
+
+    def _spin(self, timeout: float | None) -> Batch | None:
+        """Busy-poll for a batch for up to recv_spin_us (and the timeout), adaptively."""
+        spin_ns = self._spin_ns if timeout is None else min(self._spin_ns, int(timeout * 1e9))
+        if spin_ns <= 0:
+            return None
+        self._spin_misses += 1
+        if (self._spin_misses > _SPIN_GIVE_UP
+                and self._spin_misses % _SPIN_PROBE_EVERY != 0):
+            return None
+        batch = self._take(spin_ns)
+        if batch is not None:
+            self._spin_misses = 0
+        return batch
 
     # -- closing --------------------------------------------------------------------------
 

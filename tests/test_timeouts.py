@@ -77,3 +77,39 @@ async def test_infinite_timeout_means_none() -> None:
         with pytest.raises(ValueError, match="nan"):
             await pool.recv(timeout=float("nan"))
         assert len(await pool.recv(timeout=5)) == 2
+
+
+def test_recv_stops_spinning_when_batches_take_longer_than_the_spin() -> None:
+    """Batches of 2 ms against a 0.2 ms spin: after a few spins that catch nothing, recv_blocking
+    stops busy-polling (sleeping on the eventfd instead) and only probes now and then; a probe
+    that catches a batch turns spinning back on."""
+    with aiopool.make("Counting-v0", num_envs=1, num_threads=1, step_ns=2_000_000,
+                      recv_spin_us=200) as pool:
+        spins: list[int] = []
+        take = pool._take
+
+        def recording_take(spin_ns: int = 0) -> aiopool.Batch | None:
+            if spin_ns > 0:
+                spins.append(spin_ns)
+            return take(spin_ns)
+
+        pool._take = recording_take
+        pool.async_reset()
+        pool.recv_blocking()
+        for _ in range(200):
+            pool.send(np.zeros(1, dtype=np.int64))
+            pool.recv_blocking()
+        assert 8 <= len(spins) <= 8 + 200 // 64 + 1, f"{len(spins)} spinning waits of 200"
+
+
+    # Batches of 50 µs against a 5 ms spin, with spinning given up: the next probe catches a
+    # batch and every later wait spins again.
+    with aiopool.make("Counting-v0", num_envs=1, num_threads=1, step_ns=50_000,
+                      recv_spin_us=5000) as pool:
+        pool.async_reset()
+        pool.recv_blocking()
+        pool._spin_misses = 1000
+        for _ in range(100):
+            pool.send(np.zeros(1, dtype=np.int64))
+            pool.recv_blocking()
+        assert pool._spin_misses <= 1, pool._spin_misses
