@@ -203,7 +203,31 @@ def _config(module: ModuleType, env_id: str,
         config[name] = value
     if "xml_file" in config:
         config["xml_file"] = _mujoco_model_path(env_id, config["xml_file"])
+    if "rom_path" in config:
+        config["rom_path"] = _atari_rom_path(env_id, config["rom_path"])
     return config, {name: kind for name, (kind, _) in valid.items()}
+
+
+def _atari_rom_path(env_id: str, rom_path: str | os.PathLike[str]) -> str:
+    """A ROM file: as given when it starts with ".", "/" or "~", else a ROM of the installed
+    ale-py wheel by file name (``"pong.bin"``), found as ale-py finds it (``ALE_ROMS_DIR``,
+    md5 check)."""
+    path = os.fspath(rom_path)
+    if path.startswith("~"):
+        path = os.path.expanduser(path)
+    elif not path.startswith((".", "/")):
+        try:
+            from ale_py import roms
+        except ImportError as e:
+            raise ValueError(f"{env_id} needs ale-py installed for its ROM {path!r} "
+                             f"(pip install ale-py==0.12.1): {e}") from None
+        found = roms.get_rom_path(path.removesuffix(".bin"))
+        if found is None:
+            raise ValueError(f"{env_id}: ale-py has no ROM {path!r}")
+        path = os.fspath(found)
+    if not os.path.isfile(path):
+        raise OSError(f"ROM file {path} does not exist")
+    return os.path.abspath(path)
 
 
 def _mujoco_model_path(env_id: str, xml_file: str | os.PathLike[str]) -> str:
