@@ -125,6 +125,7 @@ constexpr std::pair<const char*, const char*> kGames[] = {
 
 // The ids register when the module is imported, before any Python code can list them.
 const bool kRegistered = [] {
+  ale::Logger::setMode(ale::Logger::Error);  // no banner and ROM info on stdout
   for (const auto& [name, rom] : kGames) {
     aiopool::EnvEntry e = aiopool::entry_for<aiopool::atari::Atari>((std::string(name) + "-v5").c_str(), 0);
     e.config_keys = [rom = std::string(rom)] {

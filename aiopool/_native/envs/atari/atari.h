@@ -25,10 +25,13 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../../env.h"
@@ -56,12 +59,11 @@ class Atari {
 
   static EnvSpec spec(const Config& config) {
     const Options o(config);
-    const std::unique_ptr<ale::ALEInterface> ale = load(o, 0);
-    const ale::ALEScreen& screen = ale->getScreen();
-    const int h = static_cast<int>(screen.height()), w = static_cast<int>(screen.width());
-    if ((o.height != h || o.width != w) && AreaResize::unsupported(h, w, o.height, o.width))
-      throw std::invalid_argument(std::string(AreaResize::unsupported(h, w, o.height, o.width)) + " (" +
-                                  std::to_string(h) + "x" + std::to_string(w) + ")");
+    if ((o.height != kScreenHeight || o.width != kScreenWidth) &&
+        AreaResize::unsupported(kScreenHeight, kScreenWidth, o.height, o.width))
+      throw std::invalid_argument(
+          std::string(AreaResize::unsupported(kScreenHeight, kScreenWidth, o.height, o.width)) +
+          " (210x160)");
     EnvSpec s;
     std::vector<int64_t> shape{o.stack, o.height, o.width};
     if (!o.grayscale) shape.push_back(3);
@@ -69,8 +71,7 @@ class Atari {
     const std::size_t n = static_cast<std::size_t>(s.observation_space.size());
     s.observation_space.low.assign(n, 0.0);
     s.observation_space.high.assign(n, 255.0);
-    const auto actions = static_cast<int64_t>(action_set(*ale, o).size());
-    s.action_space = {Space::Kind::kDiscrete, DType::kInt64, {}, {}, {}, actions};
+    s.action_space = {Space::Kind::kDiscrete, DType::kInt64, {}, {}, {}, num_actions(o)};
     s.info = {{"lives", DType::kInt32, {}},
               {"frame_number", DType::kInt32, {}},
               {"episode_frame_number", DType::kInt32, {}},
@@ -79,27 +80,32 @@ class Atari {
     return s;
   }
 
-  explicit Atari(const Config& config) : o_(config), ale_(load(o_, 0)), actions_(action_set(*ale_, o_)) {
-    has_fire_ = o_.use_fire_reset &&
-                std::find(actions_.begin(), actions_.end(), ale::PLAYER_A_FIRE) != actions_.end();
-    const ale::ALEScreen& screen = ale_->getScreen();
-    raw_h_ = static_cast<int>(screen.height());
-    raw_w_ = static_cast<int>(screen.width());
+  // ALE loads a ROM in ~0.1 s, so an env loads it at its first reset, which always carries a
+  // seed (the pool stages one for every env before any reset), not here and again there.
+  explicit Atari(const Config& config) : o_(config) {
     const int cn = o_.grayscale ? 1 : 3;
-    raw_pixels_ = static_cast<std::size_t>(raw_h_ * raw_w_);
+    raw_pixels_ = static_cast<std::size_t>(kScreenHeight * kScreenWidth);
     raw_size_ = raw_pixels_ * static_cast<std::size_t>(cn);
     obs_size_ = static_cast<std::size_t>(o_.height * o_.width * cn);
     for (auto& r : raw_) r.assign(raw_size_, 0);
     stack_.assign(obs_size_ * static_cast<std::size_t>(o_.stack), 0);
-    if (o_.height != raw_h_ || o_.width != raw_w_)
-      resize_ = AreaResize(raw_h_, raw_w_, o_.height, o_.width, cn);
+    if (o_.height != kScreenHeight || o_.width != kScreenWidth)
+      resize_ = AreaResize(kScreenHeight, kScreenWidth, o_.height, o_.width, cn);
   }
 
   void reset(Rng& rng) {
-    if (const int64_t seed = rng.take_seed(); seed >= 0) {
-      ale_->setInt("random_seed", static_cast<int>(seed));
-      noop_rng_.seed(static_cast<unsigned>(seed));
-      ale_->loadROM(o_.rom);
+    if (const int64_t seed = rng.take_seed(); seed >= 0 || !ale_) {
+      const int s = static_cast<int>(std::max<int64_t>(seed, 0));
+      noop_rng_.seed(static_cast<unsigned>(s));
+      if (ale_) {
+        ale_->setInt("random_seed", s);
+        ale_->loadROM(o_.rom);
+      } else {
+        ale_ = load(o_, s);
+        actions_ = action_set(*ale_, o_);
+        has_fire_ = o_.use_fire_reset &&
+                    std::find(actions_.begin(), actions_.end(), ale::PLAYER_A_FIRE) != actions_.end();
+      }
     }
     ale_->reset_game();
     if (has_fire_) ale_->act(ale::PLAYER_A_FIRE);
@@ -194,8 +200,27 @@ class Atari {
     std::filesystem::path rom;
   };
 
+  // Every Atari 2600 game draws 210x160 (ALE's screen); ale-py resizes from that.
+  static constexpr int kScreenHeight = 210, kScreenWidth = 160;
+
+  // The action set's size without loading the ROM again for every pool of the same game.
+  static int64_t num_actions(const Options& o) {
+    static std::mutex mutex;
+    static std::map<std::pair<std::string, bool>, int64_t> known;
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto key = std::make_pair(o.rom.string(), o.full_action_space);
+    auto it = known.find(key);
+    if (it == known.end()) {
+      const std::unique_ptr<ale::ALEInterface> ale = load(o, 0);
+      if (static_cast<int>(ale->getScreen().height()) != kScreenHeight ||
+          static_cast<int>(ale->getScreen().width()) != kScreenWidth)
+        throw std::invalid_argument("ALE's screen is not 210x160");
+      it = known.emplace(key, static_cast<int64_t>(action_set(*ale, o).size())).first;
+    }
+    return it->second;
+  }
+
   static std::unique_ptr<ale::ALEInterface> load(const Options& o, int seed) {
-    ale::Logger::setMode(ale::Logger::Error);  // no banner and ROM info on stdout
     auto ale = std::make_unique<ale::ALEInterface>();
     ale->setFloat("repeat_action_probability", o.repeat_action_probability);
     ale->setInt("random_seed", seed);
@@ -224,8 +249,8 @@ class Atari {
       for (std::size_t i = 0; i < raw_size_; ++i) a[i] = std::max(a[i], b[i]);
     }
     uint8_t* dst = stack_.data() + stack_idx_ * obs_size_;
-    if (o_.height != raw_h_ || o_.width != raw_w_)
-      resize_(raw_[0].data(), raw_w_, dst);
+    if (o_.height != kScreenHeight || o_.width != kScreenWidth)
+      resize_(raw_[0].data(), kScreenWidth, dst);
     else
       std::memcpy(dst, raw_[0].data(), raw_size_);
     stack_idx_ = (stack_idx_ + 1) % static_cast<std::size_t>(o_.stack);
@@ -237,7 +262,6 @@ class Atari {
   bool has_fire_ = false;
   std::mt19937 noop_rng_;
   std::uniform_int_distribution<> noop_dist_{0, o_.noop_max > 0 ? o_.noop_max - 1 : 0};
-  int raw_h_ = 0, raw_w_ = 0;
   std::size_t raw_pixels_ = 0, raw_size_ = 0, obs_size_ = 0;
   std::vector<uint8_t> raw_[2];
   std::vector<uint8_t> stack_;
