@@ -59,11 +59,10 @@ class Atari {
 
   static EnvSpec spec(const Config& config) {
     const Options o(config);
-    if ((o.height != kScreenHeight || o.width != kScreenWidth) &&
-        AreaResize::unsupported(kScreenHeight, kScreenWidth, o.height, o.width))
-      throw std::invalid_argument(
-          std::string(AreaResize::unsupported(kScreenHeight, kScreenWidth, o.height, o.width)) +
-          " (210x160)");
+    const RomInfo rom = rom_info(o);
+    if (const char* why = resize_unsupported(o, rom))
+      throw std::invalid_argument(std::string(why) + " (this game's screen is " + std::to_string(rom.height) +
+                                  "x" + std::to_string(rom.width) + ")");
     EnvSpec s;
     std::vector<int64_t> shape{o.stack, o.height, o.width};
     if (!o.grayscale) shape.push_back(3);
@@ -71,7 +70,7 @@ class Atari {
     const std::size_t n = static_cast<std::size_t>(s.observation_space.size());
     s.observation_space.low.assign(n, 0.0);
     s.observation_space.high.assign(n, 255.0);
-    s.action_space = {Space::Kind::kDiscrete, DType::kInt64, {}, {}, {}, num_actions(o)};
+    s.action_space = {Space::Kind::kDiscrete, DType::kInt64, {}, {}, {}, rom.actions};
     s.info = {{"lives", DType::kInt32, {}},
               {"frame_number", DType::kInt32, {}},
               {"episode_frame_number", DType::kInt32, {}},
@@ -82,15 +81,14 @@ class Atari {
 
   // ALE loads a ROM in ~0.1 s, so an env loads it at its first reset, which always carries a
   // seed (the pool stages one for every env before any reset), not here and again there.
-  explicit Atari(const Config& config) : o_(config) {
+  explicit Atari(const Config& config) : o_(config), rom_(rom_info(o_)) {
     const int cn = o_.grayscale ? 1 : 3;
-    raw_pixels_ = static_cast<std::size_t>(kScreenHeight * kScreenWidth);
+    raw_pixels_ = static_cast<std::size_t>(rom_.height * rom_.width);
     raw_size_ = raw_pixels_ * static_cast<std::size_t>(cn);
     obs_size_ = static_cast<std::size_t>(o_.height * o_.width * cn);
     for (auto& r : raw_) r.assign(raw_size_, 0);
     stack_.assign(obs_size_ * static_cast<std::size_t>(o_.stack), 0);
-    if (o_.height != kScreenHeight || o_.width != kScreenWidth)
-      resize_ = AreaResize(kScreenHeight, kScreenWidth, o_.height, o_.width, cn);
+    if (resizes()) resize_ = AreaResize(rom_.height, rom_.width, o_.height, o_.width, cn);
   }
 
   void reset(Rng& rng) {
@@ -200,25 +198,36 @@ class Atari {
     std::filesystem::path rom;
   };
 
-  // Every Atari 2600 game draws 210x160 (ALE's screen); ale-py resizes from that.
-  static constexpr int kScreenHeight = 210, kScreenWidth = 160;
+  // What a pool needs to know before its envs load the ROM: the action set's size and the
+  // screen (210x160 for most games; 250 or 214 rows for a few). Cached, so that making a pool of
+  // a game already seen does not load its ROM again.
+  struct RomInfo {
+    int64_t actions;
+    int height, width;
+  };
 
-  // The action set's size without loading the ROM again for every pool of the same game.
-  static int64_t num_actions(const Options& o) {
+  static RomInfo rom_info(const Options& o) {
     static std::mutex mutex;
-    static std::map<std::pair<std::string, bool>, int64_t> known;
+    static std::map<std::pair<std::string, bool>, RomInfo> known;
     const std::lock_guard<std::mutex> lock(mutex);
     const auto key = std::make_pair(o.rom.string(), o.full_action_space);
     auto it = known.find(key);
     if (it == known.end()) {
       const std::unique_ptr<ale::ALEInterface> ale = load(o, 0);
-      if (static_cast<int>(ale->getScreen().height()) != kScreenHeight ||
-          static_cast<int>(ale->getScreen().width()) != kScreenWidth)
-        throw std::invalid_argument("ALE's screen is not 210x160");
-      it = known.emplace(key, static_cast<int64_t>(action_set(*ale, o).size())).first;
+      const ale::ALEScreen& screen = ale->getScreen();
+      const RomInfo info{static_cast<int64_t>(action_set(*ale, o).size()), static_cast<int>(screen.height()),
+                         static_cast<int>(screen.width())};
+      it = known.emplace(key, info).first;
     }
     return it->second;
   }
+
+  static const char* resize_unsupported(const Options& o, const RomInfo& rom) {
+    if (o.height == rom.height && o.width == rom.width) return nullptr;
+    return AreaResize::unsupported(rom.height, rom.width, o.height, o.width);
+  }
+
+  bool resizes() const { return o_.height != rom_.height || o_.width != rom_.width; }
 
   static std::unique_ptr<ale::ALEInterface> load(const Options& o, int seed) {
     auto ale = std::make_unique<ale::ALEInterface>();
@@ -249,14 +258,15 @@ class Atari {
       for (std::size_t i = 0; i < raw_size_; ++i) a[i] = std::max(a[i], b[i]);
     }
     uint8_t* dst = stack_.data() + stack_idx_ * obs_size_;
-    if (o_.height != kScreenHeight || o_.width != kScreenWidth)
-      resize_(raw_[0].data(), kScreenWidth, dst);
+    if (resizes())
+      resize_(raw_[0].data(), rom_.width, dst);
     else
       std::memcpy(dst, raw_[0].data(), raw_size_);
     stack_idx_ = (stack_idx_ + 1) % static_cast<std::size_t>(o_.stack);
   }
 
   Options o_;
+  RomInfo rom_;
   std::unique_ptr<ale::ALEInterface> ale_;
   ale::ActionVect actions_;
   bool has_fire_ = false;
