@@ -90,3 +90,11 @@ if(AIOPOOL_WITH_ALE)
     target_link_options(_atari PRIVATE "-Wl,--exclude-libs,ALL")
   endif()
 endif()
+
+# The limit row of benchmarks/throughput.py: the same env code and ALE build with the module's
+# flags, one thread, no pool. Built on demand (cmake --build <build dir> --target atari_limit).
+if(TARGET aiopool_ale)
+  add_executable(atari_limit EXCLUDE_FROM_ALL benchmarks/atari_limit.cc)
+  target_link_libraries(atari_limit PRIVATE aiopool_ale)
+  target_compile_options(atari_limit PRIVATE $<$<CONFIG:Release>:-O3> -ffp-contract=off)
+endif()

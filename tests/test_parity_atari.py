@@ -156,6 +156,7 @@ def test_same_step_autoreset() -> None:
                 obs, reward, terminated, truncated, info = ref.step(actions)
                 b = await pool.step(actions)
                 _assert_equal(f"step {t}: obs", b.obs, obs)
+                _assert_equal(f"step {t}: reward", b.reward, reward.astype(np.float64))
                 _assert_equal(f"step {t}: terminated", b.terminated, terminated)
                 _assert_equal(f"step {t}: lives", b.info["lives"], info["lives"])
                 done = terminated | truncated
@@ -230,7 +231,8 @@ def test_bad_values_and_kwargs() -> None:
         aiopool.make("Pong-v5", frameskip=0)
     with pytest.raises(TypeError, match="valid: img_height, img_width"):
         aiopool.make("Pong-v5", continuous=True)
-    with pytest.raises(ValueError, match="no ROM"), pytest.warns(UserWarning, match="not supported"):
+    with pytest.raises(ValueError, match="no ROM"), pytest.warns(UserWarning,
+                                                                 match="not supported"):
         aiopool.make("Pong-v5", rom_path="no_such_game.bin")
 
 

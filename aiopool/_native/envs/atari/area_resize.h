@@ -23,9 +23,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace aiopool::atari {
 
@@ -37,19 +42,23 @@ class AreaResize {
     if (const char* why = unsupported(src_h, src_w, dst_h, dst_w)) throw std::invalid_argument(why);
     columns_ = table(src_w, dst_w);
     rows_ = table(src_h, dst_h);
-    // Pad every output column to the same number of terms with zero weights: acc + x*0 == acc
-    // for the finite, non-negative sums here, so the results do not change and the inner loop
-    // has a fixed length.
+    // Term k of every output value x (x = column * channels + channel), laid out term-major so
+    // that the collapse loop runs over x without a dependency from one x to the next. Columns
+    // with fewer terms are padded with zero weights: acc + s*0 == acc for the finite,
+    // non-negative sums here, so the results do not change.
+    const int width = dst_w * channels;
     std::vector<int> filled(static_cast<std::size_t>(dst_w), 0);
     for (const Term& t : columns_) terms_ = std::max(terms_, ++filled[static_cast<std::size_t>(t.dst)]);
     std::fill(filled.begin(), filled.end(), 0);
-    col_src_.assign(static_cast<std::size_t>(dst_w * terms_), 0);
-    col_alpha_.assign(static_cast<std::size_t>(dst_w * terms_), 0.0f);
+    col_src_.assign(static_cast<std::size_t>(terms_ * width), 0);
+    col_alpha_.assign(static_cast<std::size_t>(terms_ * width), 0.0f);
     for (const Term& t : columns_) {
-      const std::size_t k =
-          static_cast<std::size_t>(t.dst * terms_ + filled[static_cast<std::size_t>(t.dst)]++);
-      col_src_[k] = t.src * channels;
-      col_alpha_[k] = t.alpha;
+      const int k = filled[static_cast<std::size_t>(t.dst)]++;
+      for (int c = 0; c < channels; ++c) {
+        const auto x = static_cast<std::size_t>(k * width + t.dst * channels + c);
+        col_src_[x] = t.src * channels + c;
+        col_alpha_[x] = t.alpha;
+      }
     }
     row_buf_.assign(static_cast<std::size_t>(dst_w * channels), 0.0f);
     sum_.assign(static_cast<std::size_t>(dst_w * channels), 0.0f);
@@ -82,12 +91,14 @@ class AreaResize {
         cached = r.src;
       }
       const float beta = r.alpha;
+      float* __restrict sum = sum_.data();
+      const float* __restrict buf = row_buf_.data();
       if (r.dst != prev_dst) {
         store(dst + static_cast<std::size_t>(prev_dst) * width);
-        for (std::size_t x = 0; x < width; ++x) sum_[x] = beta * row_buf_[x];
+        for (std::size_t x = 0; x < width; ++x) sum[x] = beta * buf[x];
         prev_dst = r.dst;
       } else {
-        for (std::size_t x = 0; x < width; ++x) sum_[x] += beta * row_buf_[x];
+        for (std::size_t x = 0; x < width; ++x) sum[x] += beta * buf[x];
       }
     }
     store(dst + static_cast<std::size_t>(prev_dst) * width);
@@ -119,24 +130,32 @@ class AreaResize {
     return tab;
   }
 
-  // buf[dx] = ((0 + S[a]*alpha_a) + S[b]*alpha_b) + ..., per channel, as OpenCV's horizontal pass.
+  // buf[x] = ((0 + S[a]*alpha_a) + S[b]*alpha_b) + ..., per channel, as OpenCV's horizontal pass.
   void collapse(const uint8_t* s) {
-    const std::size_t terms = static_cast<std::size_t>(terms_);
-    for (int dx = 0; dx < dst_w_; ++dx) {
-      const int* si = &col_src_[static_cast<std::size_t>(dx) * terms];
-      const float* alpha = &col_alpha_[static_cast<std::size_t>(dx) * terms];
-      for (int c = 0; c < cn_; ++c) {
-        float acc = 0.0f;
-        for (std::size_t k = 0; k < terms; ++k) acc += static_cast<float>(s[si[k] + c]) * alpha[k];
-        row_buf_[static_cast<std::size_t>(dx * cn_ + c)] = acc;
-      }
+    const std::size_t width = row_buf_.size();
+    float* __restrict buf = row_buf_.data();
+    std::fill(buf, buf + width, 0.0f);
+    for (std::size_t k = 0; k < static_cast<std::size_t>(terms_); ++k) {
+      const int* __restrict si = col_src_.data() + k * width;
+      const float* __restrict alpha = col_alpha_.data() + k * width;
+      for (std::size_t x = 0; x < width; ++x) buf[x] += static_cast<float>(s[si[x]]) * alpha[x];
     }
   }
 
-  // OpenCV's saturate_cast<uchar>(float): cvRound (half to even), then clamp to [0, 255].
+  // OpenCV's saturate_cast<uchar>(float): cvRound (half to even, the default rounding mode),
+  // then clamp to [0, 255]. SSE2's cvtps2dq rounds the same way and the packs saturate.
   void store(uint8_t* d) const {
-    for (std::size_t x = 0; x < sum_.size(); ++x)
-      d[x] = static_cast<uint8_t>(std::clamp<long>(std::lrint(sum_[x]), 0, 255));
+    const std::size_t n = sum_.size();
+    std::size_t x = 0;
+#if defined(__SSE2__)
+    for (; x + 4 <= n; x += 4) {
+      const __m128i i32 = _mm_cvtps_epi32(_mm_loadu_ps(sum_.data() + x));
+      const __m128i u8 = _mm_packus_epi16(_mm_packs_epi32(i32, i32), _mm_setzero_si128());
+      const int four = _mm_cvtsi128_si32(u8);
+      std::memcpy(d + x, &four, 4);
+    }
+#endif
+    for (; x < n; ++x) d[x] = static_cast<uint8_t>(std::clamp<long>(std::lrint(sum_[x]), 0, 255));
   }
 
   int dst_h_ = 0, dst_w_ = 0, cn_ = 1, terms_ = 0;

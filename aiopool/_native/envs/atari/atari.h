@@ -21,6 +21,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -101,6 +102,7 @@ class Atari {
       } else {
         ale_ = load(o_, s);
         actions_ = action_set(*ale_, o_);
+        copy_palette();
         has_fire_ = o_.use_fire_reset &&
                     std::find(actions_.begin(), actions_.end(), ale::PLAYER_A_FIRE) != actions_.end();
       }
@@ -241,20 +243,37 @@ class Atari {
     return o.full_action_space ? ale.getLegalActionSet() : ale.getMinimalActionSet();
   }
 
-  void grab(uint8_t* out) const {
-    uint8_t* screen = ale_->getScreen().getArray();
-    auto& palette = ale_->theOSystem->colourPalette();
-    if (o_.grayscale)
-      palette.applyPaletteGrayscale(out, screen, raw_pixels_);
-    else
-      palette.applyPaletteRGB(out, screen, raw_pixels_);
+  // ALE's ColourPalette::applyPaletteGrayscale / applyPaletteRGB, with the palette copied into
+  // local tables (ALE's loop re-reads its palette pointer for every pixel).
+  void grab(uint8_t* __restrict out) const {
+    const uint8_t* __restrict screen = ale_->getScreen().getArray();
+    if (o_.grayscale) {
+      for (std::size_t i = 0; i < raw_pixels_; ++i) out[i] = gray_[screen[i]];
+    } else {
+      for (std::size_t i = 0; i < raw_pixels_; ++i) {
+        const uint32_t rgb = rgb_[screen[i]];
+        out[3 * i] = static_cast<uint8_t>(rgb >> 16);
+        out[3 * i + 1] = static_cast<uint8_t>(rgb >> 8);
+        out[3 * i + 2] = static_cast<uint8_t>(rgb);
+      }
+    }
+  }
+
+  // Gray is the palette entry after the colour's (ALE: m_palette[pixel + 1] & 0xFF); screen
+  // pixels are even, so entry 256 is never read.
+  void copy_palette() {
+    const ale::ColourPalette& palette = ale_->theOSystem->colourPalette();
+    for (int p = 0; p < 256; ++p) {
+      rgb_[static_cast<std::size_t>(p)] = palette.getRGB(p);
+      gray_[static_cast<std::size_t>(p)] = p < 255 ? static_cast<uint8_t>(palette.getRGB(p + 1) & 0xFF) : 0;
+    }
   }
 
   // Max-pool the two grabbed frames into raw_[0] (in place, as ale-py), resize onto the stack.
   void push_frame() {
     if (o_.maxpool) {
-      uint8_t* a = raw_[0].data();
-      const uint8_t* b = raw_[1].data();
+      uint8_t* __restrict a = raw_[0].data();  // two buffers: lets the compiler vectorize
+      const uint8_t* __restrict b = raw_[1].data();
       for (std::size_t i = 0; i < raw_size_; ++i) a[i] = std::max(a[i], b[i]);
     }
     uint8_t* dst = stack_.data() + stack_idx_ * obs_size_;
@@ -275,6 +294,8 @@ class Atari {
   std::size_t raw_pixels_ = 0, raw_size_ = 0, obs_size_ = 0;
   std::vector<uint8_t> raw_[2];
   std::vector<uint8_t> stack_;
+  std::array<uint32_t, 256> rgb_{};
+  std::array<uint8_t, 256> gray_{};
   std::size_t stack_idx_ = 0;
   AreaResize resize_;
   int elapsed_ = 0;
