@@ -49,6 +49,11 @@ def _preload_mujoco() -> None:
 
 
 _PRELOAD = {"_mujoco": _preload_mujoco}
+# Why a module is missing from the build, when it is (not when it fails to load).
+_NOT_BUILT = {"_atari": "this aiopool was built without ALE (-DAIOPOOL_WITH_ALE=OFF, or the "
+                        "build could not fetch the ale-py 0.12.1 sdist; its log says why). "
+                        "Reinstall with access to PyPI, or pass an unpacked sdist: pip install "
+                        "-e . -Ccmake.define.ALE_SOURCE_DIR=/path/to/ale_py-0.12.1"}
 
 
 def _modules() -> list[ModuleType]:
@@ -60,7 +65,8 @@ def _modules() -> list[ModuleType]:
                 _PRELOAD[name]()
             _loaded[name] = importlib.import_module(f"aiopool._native.{name}")
         except ImportError as e:
-            _unavailable[name] = str(e)
+            missing = isinstance(e, ModuleNotFoundError) and e.name == f"aiopool._native.{name}"
+            _unavailable[name] = _NOT_BUILT[name] if missing and name in _NOT_BUILT else str(e)
     return [_loaded[name] for name in _FAMILIES if name in _loaded]
 
 

@@ -636,7 +636,8 @@ def build_table(runners: list[Runner], shapes: list[Shape], summaries: list[Summ
 
 def fmt_rate(v: float) -> str:
     v /= 1e6
-    return f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 1 else f"{v:.3f}"
+    return (f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 1 else f"{v:.3f}" if v >= 0.1
+            else f"{v:.3g}")  # Atari: thousands of steps/s
 
 
 def render(table: Table) -> str:
@@ -720,7 +721,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--configs", default=None,
                    help=f"comma-separated M/B/N (default {DEFAULT_CONFIGS})")
     p.add_argument("--seconds", type=float, default=1.0, help="timed window per measurement")
-    p.add_argument("--warmup", type=float, default=0.3, help="warm-up before each window")
+    p.add_argument("--warmup", type=float, default=None,
+                   help="warm-up before each window (default 0.3 s; Atari 3 s: its envs load "
+                        "their ROMs, ~0.1 s each, at the first reset)")
     p.add_argument("--repeats", type=int, default=5, help="interleaved repeats")
     p.add_argument("--max-gym-envs", type=int, default=32,
                    help="run the gymnasium runners only at M <= this (they are slow)")
@@ -737,6 +740,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.repeats, args.seconds, args.warmup = 1, 0.2, 0.05
     if not args.quick and args.env is not None and atari_rom(args.env) is not None:
         args.configs = args.configs or ATARI_CONFIGS
+        args.warmup = 3.0 if args.warmup is None else args.warmup
+    args.warmup = 0.3 if args.warmup is None else args.warmup
     args.configs = args.configs or DEFAULT_CONFIGS
     if args.env is None:
         args.env = "CartPole-v1" if "CartPole-v1" in aiopool.list_envs() else "Counting-v0"

@@ -33,6 +33,10 @@ function(aiopool_fetch_ale_source)
             --quiet "ale-py==${ALE_PY_VERSION}" -d "${_dir}"
     RESULT_VARIABLE _rc ERROR_VARIABLE _err OUTPUT_QUIET)
   if(NOT _rc EQUAL 0 OR NOT EXISTS "${_tar}")
+    string(REGEX MATCH "ERROR:[^\n]*" _first_error "${_err}")  # pip's reason, without its warnings
+    if(_first_error)
+      set(_err "${_first_error}")
+    endif()
     string(STRIP "${_err}" _err)
     set(_ale_why "pip download ale-py==${ALE_PY_VERSION} failed: ${_err}" PARENT_SCOPE)
     return()

@@ -255,12 +255,26 @@ async def test_out_of_range_actions_are_refused_and_the_pool_stays_usable() -> N
         assert b.obs.shape == (2, 4, 84, 84)
 
 
-def test_unavailable_atari_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(registry._unavailable, "_atari", "built with -DAIOPOOL_WITH_ALE=OFF")
-    monkeypatch.delitem(registry._loaded, "_atari")
-    with pytest.raises(ValueError, match="Atari envs, which are unavailable here: built with"):
+def test_a_build_without_ale_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As a build with -DAIOPOOL_WITH_ALE=OFF: the module file is missing.
+    import importlib
+
+    real_import = importlib.import_module
+
+    def without_atari(name: str, package: str | None = None) -> Any:
+        if name == "aiopool._native._atari":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return real_import(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", without_atari)
+    monkeypatch.setattr(registry, "_loaded", {"_core": registry._core})
+    monkeypatch.setattr(registry, "_unavailable", {})
+    with pytest.raises(ValueError, match=r"Pong-v5 is one of aiopool's Atari envs, which are "
+                                         r"unavailable here: this aiopool was built without ALE"):
         aiopool.make("Pong-v5")
-    assert registry.unavailable_families()["Atari"] == "built with -DAIOPOOL_WITH_ALE=OFF"
+    assert "ALE_SOURCE_DIR" in registry.unavailable_families()["Atari"]
+    assert "Pong-v5" not in aiopool.list_envs()
+    assert "CartPole-v1" in aiopool.list_envs()
 
 
 # -- slow: long rollouts ----------------------------------------------------------------------
