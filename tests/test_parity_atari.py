@@ -95,16 +95,15 @@ def _assert_equal(what: str, got: Any, expected: Any) -> None:
 
 @pytest.mark.parametrize("env_id", list(GAMES))
 def test_default_settings(env_id: str) -> None:
-    _compare(env_id, 150)
+    _compare(env_id, 100)
 
 
-@pytest.mark.parametrize("env_id", ["Pong-v5", "Breakout-v5"])
-def test_rgb(env_id: str) -> None:
-    _compare(env_id, 100, grayscale=False)
+def test_rgb() -> None:  # the slow run covers RGB on all four games
+    _compare("Pong-v5", 100, grayscale=False)
 
 
 def test_no_noops_and_episodic_life_cross_resets() -> None:
-    ends = _compare("Breakout-v5", 300, noop_max=0, episodic_life=True, num_envs=3)
+    ends = _compare("Breakout-v5", 300, noop_max=0, episodic_life=True)
     assert ends > 0, "the rollout never crossed a reset; lengthen it"
 
 
@@ -132,7 +131,7 @@ def test_sticky_actions_unclipped_rewards_full_action_space() -> None:
     {"img_height": 64, "img_width": 48, "use_fire_reset": False},
 ], ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()))
 def test_preprocessing_options(kwargs: dict[str, Any]) -> None:
-    _compare("Breakout-v5", 80, **kwargs)
+    _compare("Breakout-v5", 60, **kwargs)
 
 
 def test_reseeding_mid_run() -> None:
