@@ -76,6 +76,7 @@ class Pool:
         self._action_space = spec.action_space
         self._action_dtype = np.dtype(spec.action_space.dtype)
         self._action_shape = tuple(spec.action_space.shape or ())
+        self._max_seed: int = int(native.spec.get("max_seed", -1))
         # The doorbell and the finaliser must not reach `self`, or the pool is never collected.
         self._take = _taker(native, self._returned, self._names, self._weak)
         self._doorbell = Doorbell(native, self._take, self._returned.appendleft)
@@ -373,7 +374,8 @@ class Pool:
         return np.ascontiguousarray(a, dtype=self._action_dtype)
 
     def _stage_seeds(self, ids: npt.NDArray[np.int32], seed: int | None) -> None:
-        self._native.stage_seeds(ids, seed_states(seed, ids))
+        states = seed_states(seed, ids)
+        self._native.stage_seeds(ids, states, int_seeds(seed, ids, self._max_seed, states))
 
 
 def _finite_or_none(timeout: float | None) -> float | None:
@@ -401,6 +403,28 @@ def seed_states(seed: int | None, env_ids: npt.NDArray[np.int32]) -> npt.NDArray
         s, inc = int(st["state"]), int(st["inc"])
         out[row] = (s >> 64, s & mask, inc >> 64, inc & mask)
     return out
+
+
+def int_seeds(seed: int | None, env_ids: npt.NDArray[np.int32], max_seed: int,
+              states: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+    """The integer seed of each env, ``seed + i``, for envs whose reference seeds its own
+    generators with it (Atari: ALE's RNG and the noop-reset ``std::mt19937``, as ale-py's
+    ``AtariVectorEnv.reset(seed=seed)`` does); other envs ignore it. With ``seed=None``, a
+    number drawn from the fresh entropy in ``states``.
+
+    Raises:
+        ValueError: ``seed + i`` exceeds what the env accepts (``max_seed``; -1: anything).
+    """
+    if seed is None:
+        limit = max_seed if max_seed >= 0 else 2**62
+        return (states[:, 1] % np.uint64(limit + 1)).astype(np.int64)
+    top = int(seed) + int(env_ids.max(initial=0))
+    if 0 <= max_seed < top:
+        raise ValueError(f"seed {seed} gives env {int(env_ids.max())} the seed {top}, but this "
+                         f"env takes seeds up to {max_seed} (a C int, as its reference does)")
+    if top >= 2**63:  # only numpy's SeedSequence sees seeds this large
+        return np.full(len(env_ids), -1, dtype=np.int64)
+    return env_ids.astype(np.int64) + int(seed)
 
 
 def _taker(native: Any, returned: deque[Batch], names: tuple[str, ...],

@@ -49,6 +49,11 @@ def _preload_mujoco() -> None:
 
 
 _PRELOAD = {"_mujoco": _preload_mujoco}
+# Why a module is missing from the build, when it is (not when it fails to load).
+_NOT_BUILT = {"_atari": "this aiopool was built without ALE (-DAIOPOOL_WITH_ALE=OFF, or the "
+                        "build could not fetch the ale-py 0.12.1 sdist; its log says why). "
+                        "Reinstall with access to PyPI, or pass an unpacked sdist: pip install "
+                        "-e . -Ccmake.define.ALE_SOURCE_DIR=/path/to/ale_py-0.12.1"}
 
 
 def _modules() -> list[ModuleType]:
@@ -60,7 +65,8 @@ def _modules() -> list[ModuleType]:
                 _PRELOAD[name]()
             _loaded[name] = importlib.import_module(f"aiopool._native.{name}")
         except ImportError as e:
-            _unavailable[name] = str(e)
+            missing = isinstance(e, ModuleNotFoundError) and e.name == f"aiopool._native.{name}"
+            _unavailable[name] = _NOT_BUILT[name] if missing and name in _NOT_BUILT else str(e)
     return [_loaded[name] for name in _FAMILIES if name in _loaded]
 
 
@@ -211,7 +217,31 @@ def _config(module: ModuleType, env_id: str,
         config[name] = value
     if "xml_file" in config:
         config["xml_file"] = _mujoco_model_path(env_id, config["xml_file"])
+    if "rom_path" in config:
+        config["rom_path"] = _atari_rom_path(env_id, config["rom_path"])
     return config, {name: kind for name, (kind, _) in valid.items()}
+
+
+def _atari_rom_path(env_id: str, rom_path: str | os.PathLike[str]) -> str:
+    """A ROM file: as given when it starts with ".", "/" or "~", else a ROM of the installed
+    ale-py wheel by file name (``"pong.bin"``), found as ale-py finds it (``ALE_ROMS_DIR``,
+    md5 check)."""
+    path = os.fspath(rom_path)
+    if path.startswith("~"):
+        path = os.path.expanduser(path)
+    elif not path.startswith((".", "/")):
+        try:
+            from ale_py import roms
+        except ImportError as e:
+            raise ValueError(f"{env_id} needs ale-py installed for its ROM {path!r} "
+                             f"(pip install ale-py==0.12.1): {e}") from None
+        found = roms.get_rom_path(path.removesuffix(".bin"))
+        if found is None:
+            raise ValueError(f"{env_id}: ale-py has no ROM {path!r}")
+        path = os.fspath(found)
+    if not os.path.isfile(path):
+        raise OSError(f"ROM file {path} does not exist")
+    return os.path.abspath(path)
 
 
 def _mujoco_model_path(env_id: str, xml_file: str | os.PathLike[str]) -> str:

@@ -18,6 +18,7 @@ Usage:
     python benchmarks/throughput.py                     # ~6 min on 2 cores
     python benchmarks/throughput.py --env Ant-v5        # MuJoCo: ~6 min on 2 cores
     python benchmarks/throughput.py --quick --env Counting-v0 --no-peers   # smoke test
+    python benchmarks/throughput.py --env Pong-v5       # Atari: ale-py's vector env as a peer
 
 Writes ``<out>/throughput.json`` and ``<out>/throughput.png`` (default ``benchmarks/results``)
 and prints a markdown table.
@@ -73,6 +74,7 @@ class Family:
     max_gym_envs: int  # default --max-gym-envs
     limit_per_thread: bool  # limit row = 1-thread rate × N of the column, else × usable cores
     unit: str  # rates are reported in this many env-steps/s: "M" or "k"
+    warmup: float = 0.3  # default --warmup, seconds
 
 
 CLASSIC = Family(DEFAULT_CONFIGS, TARGETS, 32, limit_per_thread=False, unit="M")
@@ -81,6 +83,8 @@ UNITS = {"M": 1e6, "k": 1e3}
 
 
 def family(env_id: str) -> Family:
+    if atari_rom(env_id) is not None:
+        return ATARI
     return MUJOCO if env_id in MUJOCO_IDS else CLASSIC
 
 
@@ -361,8 +365,10 @@ class Limit:
                       max(float(r["seconds"]) for r in results))
 
 
-def build_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
+def build_limit(env_id: str, out_dir: Path) -> tuple[Limit | AtariLimit | None, str]:
     """Compile the limit program for ``env_id``; (None, why) when it cannot be built."""
+    if atari_rom(env_id) is not None:
+        return build_atari_limit(env_id)
     if shutil.which("g++") is None:
         return None, "g++ not found"
     if env_id in MUJOCO_IDS:
@@ -414,6 +420,143 @@ def compile_limit(env_id: str, out_dir: Path, source: Path, flags: list[str],
     return Limit(binary, env_id), f"built {binary} {what}"
 
 
+# -- Atari: ale-py's vector env and gymnasium's wrappers as peers, ALE as the limit --------
+# The <Game>-v5 ids are aiopool's Atari envs (ALE from the ale-py sdist, ale-py's vector-env
+# preprocessing: 84x84 gray, 4 stacked, frameskip 4, maxpool, 30 noops, fire reset, clipped
+# rewards). EnvPool's ids of the same names run with EnvPool's own defaults (the same steps).
+
+ATARI_CONFIGS = "8/8/1,16/8/2,32/16/2"
+# The targets (issue 5): stream ÷ the faster of EnvPool async and ale-py async, and stream ÷
+# (limit × N), at 16/8/2. Atari envs load their ROMs (~0.1 s each) at the first reset, so the
+# warm-up is longer.
+ATARI_TARGETS = (((16, 8), "EnvPool async"), ((16, 8), "ale-py AtariVectorEnv async"),
+                 ((16, 8), "limit"))
+ATARI = Family(ATARI_CONFIGS, ATARI_TARGETS, 16, limit_per_thread=True, unit="k", warmup=3.0)
+ATARI_LIMIT_TARGET = "atari_limit"
+
+
+def atari_rom(env_id: str) -> str | None:
+    """The ale-py ROM id of an aiopool Atari env id (``"Pong-v5"`` -> ``"pong"``), else None."""
+    from aiopool import registry
+
+    if registry._family_of(env_id) != "_atari" or env_id not in aiopool.list_envs():
+        return None
+    keys, _ = registry._module_for(env_id).env_config(env_id)
+    return str(dict((k, d) for k, _, d in keys)["rom_path"]).removesuffix(".bin")
+
+
+def _rom(env_id: str) -> str:
+    rom = atari_rom(env_id)
+    assert rom is not None, f"{env_id} is not an aiopool Atari env"
+    return rom
+
+
+def run_ale_vector_sync(env_id: str, shape: Shape, budget: Budget) -> Timing:
+    from ale_py.vector_env import AtariVectorEnv
+
+    m = shape.num_envs
+    env = AtariVectorEnv(_rom(env_id), m, num_threads=shape.num_threads or 0)
+    return run_vector_env(env, m, budget)
+
+
+def run_ale_vector_async(env_id: str, shape: Shape, budget: Budget) -> Timing:
+    from ale_py.vector_env import AtariVectorEnv
+
+    b = shape.batch_size
+    assert b is not None
+    env = AtariVectorEnv(_rom(env_id), shape.num_envs, batch_size=b,
+                         num_threads=shape.num_threads or 0)
+    try:
+        actions = action_cycle(env.single_action_space, b)
+        env.reset(seed=0)  # returns the first batch_size envs to finish resetting
+        meter = Meter(budget)
+        while True:
+            env.send(next(actions))  # to the envs of the last batch received
+            env.recv()
+            if not meter.tick(b):
+                return meter.timing()
+    finally:
+        env.close()
+
+
+def atari_gymnasium_env(rom: str) -> Any:
+    """ALE/<Game>-v5 with gymnasium's AtariPreprocessing + 4-frame stack: the preprocessing of
+    ale-py's vector env except fire reset and reward clipping, as gymnasium users build it."""
+    import ale_py
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+    name = rom.title().replace("_", "")
+    env = gym.make(f"ALE/{name}-v5", frameskip=1, repeat_action_probability=0.0)
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
+                                          grayscale_obs=True, scale_obs=False)
+    return gym.wrappers.FrameStackObservation(env, 4)
+
+
+def run_atari_gymnasium_async(env_id: str, shape: Shape, budget: Budget) -> Timing:
+    import functools
+
+    import gymnasium as gym
+
+    env = gym.vector.AsyncVectorEnv(
+        [functools.partial(atari_gymnasium_env, _rom(env_id))] * shape.num_envs)
+    return run_vector_env(env, shape.num_envs, budget)
+
+
+def atari_peer_runners(env_id: str, max_gym_envs: int, skipped: list[str]) -> list[Runner]:
+    try:
+        import ale_py  # noqa: F401
+    except ImportError:
+        skipped.append("ale-py: not installed")
+        return []
+    runners = [
+        Runner("ale-py AtariVectorEnv sync (B=M)", run_ale_vector_sync, whole_batch, "peer"),
+        Runner("ale-py AtariVectorEnv async", run_ale_vector_async, same, "peer")]
+    try:
+        import cv2  # noqa: F401  (gymnasium's AtariPreprocessing resizes with it)
+    except ImportError:
+        skipped.append("gymnasium AtariPreprocessing: needs opencv-python-headless")
+        return runners
+    runners.append(Runner("gymnasium AsyncVectorEnv (AtariPreprocessing)",
+                          run_atari_gymnasium_async, envs_only(max_gym_envs), "peer"))
+    skipped.append(f"gymnasium runners at M > {max_gym_envs} (--max-gym-envs)")
+    return runners
+
+
+@dataclass
+class AtariLimit:
+    """``atari_limit.cc`` built in the pip build directory; ``run`` is the single-thread rate."""
+
+    binary: Path
+    rom_path: str
+
+    def run(self, env_id: str, shape: Shape, budget: Budget) -> Timing:
+        seconds = budget.warmup + budget.seconds
+        out = subprocess.run([str(self.binary), self.rom_path, str(shape.num_envs), str(seconds)],
+                             check=True, capture_output=True, text=True)
+        result = json.loads(out.stdout)
+        return Timing(int(result["steps"]), float(result["seconds"]))
+
+
+def build_atari_limit(env_id: str) -> tuple[AtariLimit | None, str]:
+    """Build the ``atari_limit`` target in the build directory of ``pip install -e .`` (it
+    links the ALE built there); (None, why) when there is none."""
+    from ale_py import roms
+
+    rom = _rom(env_id)
+    cmake = shutil.which("cmake") or str(Path(sys.executable).parent / "cmake")
+    caches = sorted((ROOT / "build").glob("*/CMakeCache.txt"))
+    if not caches:
+        return None, f"no CMake build directory under {ROOT / 'build'} (pip install -e .)"
+    build_dir = caches[-1].parent
+    built = subprocess.run([cmake, "--build", str(build_dir), "--target", ATARI_LIMIT_TARGET],
+                           capture_output=True, text=True)
+    if built.returncode != 0:
+        return None, f"building {ATARI_LIMIT_TARGET} failed:\n{built.stdout[-2000:]}"
+    return (AtariLimit(build_dir / ATARI_LIMIT_TARGET, str(roms.get_rom_path(rom))),
+            f"built {build_dir / ATARI_LIMIT_TARGET}")
+
+
 # -- which runner measures which shape ----------------------------------------------------
 
 ShapeOf = Callable[[Shape], Shape | None]
@@ -439,7 +582,7 @@ class Runner:
     group: str  # "aiopool", "peer" or "limit"
 
 
-def make_runners(args: argparse.Namespace, limit: Limit | None,
+def make_runners(args: argparse.Namespace, limit: Limit | AtariLimit | None,
                  skipped: list[str]) -> list[Runner]:
     def bind(fn: Callable[..., Timing], **kw: Any) -> Callable[[str, Shape, Budget], Timing]:
         return lambda env_id, shape, budget: fn(env_id, shape, budget, **kw)
@@ -487,7 +630,9 @@ def peer_runners(env_id: str, max_gym_envs: int, skipped: list[str]) -> list[Run
         skipped.append("EnvPool: not installed")
     import gymnasium as gym
 
-    if env_id in gym.registry:
+    if atari_rom(env_id) is not None:
+        runners += atari_peer_runners(env_id, max_gym_envs, skipped)
+    elif env_id in gym.registry:
         small = envs_only(max_gym_envs)
         runners += [
             Runner("gymnasium SyncVectorEnv", lambda e, s, b: run_gymnasium_vector(
@@ -579,7 +724,8 @@ def build_table(runners: list[Runner], shapes: list[Shape], summaries: list[Summ
 
 def fmt_rate(v: float, unit: str = "M") -> str:
     v /= UNITS[unit]
-    return f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 1 else f"{v:.3f}"
+    return (f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 1 else f"{v:.3f}" if v >= 0.1
+            else f"{v:.3g}")
 
 
 def render(table: Table) -> str:
@@ -666,7 +812,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"comma-separated M/B/N (default {DEFAULT_CONFIGS}; "
                         f"MuJoCo {MUJOCO_CONFIGS})")
     p.add_argument("--seconds", type=float, default=1.0, help="timed window per measurement")
-    p.add_argument("--warmup", type=float, default=0.3, help="warm-up before each window")
+    p.add_argument("--warmup", type=float, default=None,
+                   help="warm-up before each window (default 0.3 s; Atari 3 s: its envs load "
+                        "their ROMs, ~0.1 s each, at the first reset)")
     p.add_argument("--repeats", type=int, default=5, help="interleaved repeats")
     p.add_argument("--max-gym-envs", type=int, default=None,
                    help="run the gymnasium runners only at M <= this (they are slow; "
@@ -674,6 +822,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-peers", action="store_true", help="aiopool and the limit only")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results",
                    help="where the JSON, PNG and the limit binary go")
+    p.add_argument("--only", default=None,
+                   help="run only the runners whose name matches this regular expression")
     p.add_argument("--quick", action="store_true",
                    help=f"smoke test: configs {QUICK_CONFIGS}, 1 repeat, 0.2 s")
     args = p.parse_args(argv)
@@ -683,6 +833,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.env is None:
         args.env = "CartPole-v1" if "CartPole-v1" in aiopool.list_envs() else "Counting-v0"
     args.configs = args.configs or family(args.env).configs
+    if args.warmup is None:
+        args.warmup = family(args.env).warmup
     if args.max_gym_envs is None:
         args.max_gym_envs = family(args.env).max_gym_envs
     return args
@@ -703,6 +855,8 @@ def main(argv: list[str] | None = None) -> int:
     if limit is None:
         skipped.append(f"limit: {why}")
     runners = make_runners(args, limit, skipped)
+    if args.only:
+        runners = [r for r in runners if re.search(args.only, r.name)]
     for note in skipped:
         print(f"skipped {note}", file=sys.stderr)
 

@@ -131,6 +131,8 @@ struct EnvSpec {
   // NaN would silently poison the state, so it is rejected; MuJoCo envs take them as gymnasium
   // does (MuJoCo zeroes a non-finite ctrl and warns).
   bool finite_actions = true;
+  // The largest `seed + i` the env accepts, or -1 for any (the reference may take C ints).
+  int64_t max_seed = -1;
 };
 
 // What one step did. The runner adds the time limit to `truncated` and keeps the statistics.
@@ -138,6 +140,9 @@ struct StepResult {
   double reward = 0.0;
   bool terminated = false;
   bool truncated = false;
+  // `terminated` is a signal only and the episode goes on without a reset, as ALE's
+  // `life_loss_info` reports a lost life. Otherwise terminated or truncated ends the episode.
+  bool continues = false;
 };
 
 // The row a worker claimed in a batch block, handed to Env::write.

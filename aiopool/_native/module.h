@@ -15,6 +15,7 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 #include <numpy/arrayobject.h>
@@ -22,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -248,6 +250,7 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
                      d["observation_space"] = space_dict(s.observation_space);
                      d["action_space"] = space_dict(s.action_space);
                      d["max_episode_steps"] = s.max_episode_steps;
+                     d["max_seed"] = s.max_seed;
                      nb::list info;
                      for (const Field& f : s.info)
                        info.append(nb::make_tuple(f.name, dtype_name(f.dtype), nb::tuple(nb::cast(f.shape))));
@@ -261,12 +264,17 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
                      return names;
                    })
       // GIL held: validation and bookkeeping are single-threaded by the GIL.
-      .def("stage_seeds",
-           [](PyPool& p, IdArray ids, nb::ndarray<const uint64_t, nb::ndim<2>, nb::c_contig> states) {
-             if (states.shape(0) != ids.shape(0) || states.shape(1) != 4)
-               throw std::invalid_argument("states must have shape (len(env_ids), 4)");
-             p.stage_seeds(ids.data(), ids.shape(0), states.data());
-           })
+      .def(
+          "stage_seeds",
+          [](PyPool& p, IdArray ids, nb::ndarray<const uint64_t, nb::ndim<2>, nb::c_contig> states,
+             std::optional<nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig>> seeds) {
+            if (states.shape(0) != ids.shape(0) || states.shape(1) != 4)
+              throw std::invalid_argument("states must have shape (len(env_ids), 4)");
+            if (seeds && seeds->shape(0) != ids.shape(0))
+              throw std::invalid_argument("seeds must have shape (len(env_ids),)");
+            p.stage_seeds(ids.data(), ids.shape(0), states.data(), seeds ? seeds->data() : nullptr);
+          },
+          nb::arg("ids"), nb::arg("states"), nb::arg("seeds") = nb::none())
       .def("reset", [](PyPool& p, IdArray ids) { p.reset(ids.data(), ids.shape(0)); })
       .def("send",
            [](PyPool& p, nb::handle actions, nb::handle ids) {

@@ -62,13 +62,15 @@ class Pool {
   const PoolOptions& options() const { return opt_; }
   bool closed() const { return closed_.load(std::memory_order_acquire); }
 
-  // Stage a new seed for each env (applied at its next reset). Python computes the states.
-  void stage_seeds(const int32_t* ids, std::size_t k, const uint64_t* states) {
+  // Stage a new seed for each env (applied at its next reset). Python computes the states, and
+  // the integer seeds (seed + i) for envs that take those (Rng::take_seed; may be null).
+  void stage_seeds(const int32_t* ids, std::size_t k, const uint64_t* states,
+                   const int64_t* seeds = nullptr) {
     check_ids(ids, k, "seed", /*need_idle=*/true, /*need_reset_ok=*/false);
     for (std::size_t j = 0; j < k; ++j) {
       const auto i = static_cast<std::size_t>(ids[j]);
       const uint64_t* s = states + 4 * j;
-      runner_->orders.seeds[i] = Rng(s[0], s[1], s[2], s[3]);
+      runner_->orders.seeds[i] = Rng(s[0], s[1], s[2], s[3], seeds ? seeds[j] : -1);
       runner_->orders.reseed[i] = 1;
     }
   }

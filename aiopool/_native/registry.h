@@ -21,7 +21,8 @@ namespace aiopool {
 struct EnvEntry {
   std::string id;
   int max_episode_steps = 0;
-  std::vector<ConfigKey> (*config_keys)() = nullptr;
+  // A std::function so that one class can serve many ids with per-id defaults (Atari: the ROM).
+  std::function<std::vector<ConfigKey>()> config_keys;
   EnvSpec (*spec)(const Config&) = nullptr;
   std::unique_ptr<Runner> (*make_runner)(const Config&, const EnvSpec&, int, AutoReset) = nullptr;
 

@@ -17,8 +17,18 @@ class Rng {
   __extension__ typedef unsigned __int128 u128;  // GCC/Clang builtin; __extension__ silences -Wpedantic
 
   Rng() = default;
-  Rng(uint64_t state_hi, uint64_t state_lo, uint64_t inc_hi, uint64_t inc_lo)
-      : state_((u128(state_hi) << 64) | state_lo), inc_((u128(inc_hi) << 64) | inc_lo) {}
+  Rng(uint64_t state_hi, uint64_t state_lo, uint64_t inc_hi, uint64_t inc_lo, int64_t seed = -1)
+      : state_((u128(state_hi) << 64) | state_lo), inc_((u128(inc_hi) << 64) | inc_lo), seed_(seed) {}
+
+  // The integer this stream was seeded from (`seed + i`), once: then -1 until the next re-seed.
+  // For envs whose reference seeds its own generators with that integer instead of drawing from
+  // numpy (ALE: its emulator RNG and a std::mt19937), and re-seeds them only when the user
+  // re-seeds. Envs that draw from the stream ignore it.
+  int64_t take_seed() {
+    const int64_t s = seed_;
+    seed_ = -1;
+    return s;
+  }
 
   // numpy: pcg_setseq_128_xsl_rr_64_random_r (step, then output of the new state).
   uint64_t next_uint64() {
@@ -46,6 +56,7 @@ class Rng {
   static constexpr u128 kMultiplier = (u128(2549297995355413924ULL) << 64) | u128(4865540595714422341ULL);
   u128 state_ = 0;
   u128 inc_ = 1;
+  int64_t seed_ = -1;
 };
 
 }  // namespace aiopool

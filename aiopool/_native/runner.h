@@ -147,7 +147,7 @@ class EnvRunner final : public Runner {
     ++s.length;
     s.ret += r.reward;
     if (spec_.max_episode_steps > 0 && s.elapsed >= spec_.max_episode_steps) r.truncated = true;
-    const bool ended = r.terminated || r.truncated;
+    const bool ended = (r.terminated && !r.continues) || r.truncated;
     if (ended && mode_ == AutoReset::kSameStep) {
       const Outcome o{r, s.ret, s.length, s.elapsed};
       write_env(s, s.final_row.data(), final_info_ptrs(s.final_row.data()).data());

@@ -1,0 +1,308 @@
+// The Atari 2600 games: ALE with ale-py 0.12.1's vector-env preprocessing
+// (`ale::vector::PreprocessedEnv`, which `ale_py.vector_env.AtariVectorEnv` steps), bit for bit.
+//
+// One class serves every game; the ROM is the `rom_path` config key, whose per-id default the
+// module sets and Python resolves to the file in the installed ale-py wheel. What this
+// reproduces, and why it matters for equal observations:
+//   - step: the action repeats `frameskip` times; the episode counter counts frames; the loop
+//     stops early on game over, the frame limit or (episodic_life) a lost life, *before*
+//     grabbing that frame, so such a step's observation reuses the frames grabbed earlier.
+//     Frames are grabbed on the last two repeats, max-pooled, resized (area_resize.h) and
+//     pushed on a circular stack that is written oldest first.
+//   - reset: a re-seed (Rng::take_seed) sets ALE's random_seed, seeds a std::mt19937 and
+//     reloads the ROM, as ale-py does; then reset_game, FIRE if the game has it and
+//     use_fire_reset, then uniform_int_distribution(0, noop_max - 1) NOOPs minus that FIRE (a
+//     game over among them resets the game). The older frame buffer and the stack are zeroed.
+//   - terminated = game over, or a lost life with episodic_life or life_loss_info; truncated =
+//     the frame limit without termination. With life_loss_info alone the game goes on
+//     (StepResult::continues), as ale-py only resets on game over, the limit or episodic_life.
+// libstdc++'s uniform_int_distribution must match the one in ale-py's wheel (both GCC).
+// Compile with -ffp-contract=off (the resize).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../../env.h"
+#include "ale/ale_interface.hpp"
+#include "area_resize.h"
+
+namespace aiopool::atari {
+
+class Atari {
+ public:
+  using Action = int64_t;
+
+  // ale-py's AtariVectorEnv keyword arguments and defaults, plus the ROM file.
+  static std::vector<ConfigKey> config_keys() {
+    using K = ConfigKey::Kind;
+    return {{"img_height", K::kInt, 84},        {"img_width", K::kInt, 84},
+            {"grayscale", K::kBool, 1},         {"stack_num", K::kInt, 4},
+            {"frameskip", K::kInt, 4},          {"maxpool", K::kBool, 1},
+            {"noop_max", K::kInt, 30},          {"use_fire_reset", K::kBool, 1},
+            {"episodic_life", K::kBool, 0},     {"life_loss_info", K::kBool, 0},
+            {"reward_clipping", K::kBool, 1},   {"repeat_action_probability", K::kFloat, 0.0},
+            {"full_action_space", K::kBool, 0}, {"max_num_frames_per_episode", K::kInt, 108000},
+            {"rom_path", K::kString, 0.0, ""}};
+  }
+
+  static EnvSpec spec(const Config& config) {
+    const Options o(config);
+    const RomInfo rom = rom_info(o);
+    if (const char* why = resize_unsupported(o, rom))
+      throw std::invalid_argument(std::string(why) + " (this game's screen is " + std::to_string(rom.height) +
+                                  "x" + std::to_string(rom.width) + ")");
+    EnvSpec s;
+    std::vector<int64_t> shape{o.stack, o.height, o.width};
+    if (!o.grayscale) shape.push_back(3);
+    s.observation_space = {Space::Kind::kBox, DType::kUInt8, shape, {}, {}, 0};
+    const std::size_t n = static_cast<std::size_t>(s.observation_space.size());
+    s.observation_space.low.assign(n, 0.0);
+    s.observation_space.high.assign(n, 255.0);
+    s.action_space = {Space::Kind::kDiscrete, DType::kInt64, {}, {}, {}, rom.actions};
+    s.info = {{"lives", DType::kInt32, {}},
+              {"frame_number", DType::kInt32, {}},
+              {"episode_frame_number", DType::kInt32, {}},
+              {"reward_unclipped", DType::kInt32, {}}};
+    s.max_seed = std::numeric_limits<int32_t>::max();  // ale-py's seeds are C ints
+    return s;
+  }
+
+  // ALE loads a ROM in ~0.1 s, so an env loads it at its first reset, which always carries a
+  // seed (the pool stages one for every env before any reset), not here and again there.
+  explicit Atari(const Config& config) : o_(config), rom_(rom_info(o_)) {
+    const int cn = o_.grayscale ? 1 : 3;
+    raw_pixels_ = static_cast<std::size_t>(rom_.height * rom_.width);
+    raw_size_ = raw_pixels_ * static_cast<std::size_t>(cn);
+    obs_size_ = static_cast<std::size_t>(o_.height * o_.width * cn);
+    for (auto& r : raw_) r.assign(raw_size_, 0);
+    stack_.assign(obs_size_ * static_cast<std::size_t>(o_.stack), 0);
+    if (resizes()) resize_ = AreaResize(rom_.height, rom_.width, o_.height, o_.width, cn);
+  }
+
+  void reset(Rng& rng) {
+    if (const int64_t seed = rng.take_seed(); seed >= 0 || !ale_) {
+      const int s = static_cast<int>(std::max<int64_t>(seed, 0));
+      noop_rng_.seed(static_cast<unsigned>(s));
+      if (ale_) {
+        ale_->setInt("random_seed", s);
+        ale_->loadROM(o_.rom);
+      } else {
+        ale_ = load(o_, s);
+        actions_ = action_set(*ale_, o_);
+        copy_palette();
+        has_fire_ = o_.use_fire_reset &&
+                    std::find(actions_.begin(), actions_.end(), ale::PLAYER_A_FIRE) != actions_.end();
+      }
+    }
+    ale_->reset_game();
+    if (has_fire_) ale_->act(ale::PLAYER_A_FIRE);
+    for (int n = noop_dist_(noop_rng_) - static_cast<int>(has_fire_); n > 0; --n) {
+      ale_->act(ale::PLAYER_A_NOOP);
+      if (ale_->game_over()) ale_->reset_game();
+    }
+    std::fill(stack_.begin(), stack_.end(), 0);
+    stack_idx_ = 0;
+    grab(raw_[0].data());
+    std::fill(raw_[1].begin(), raw_[1].end(), 0);
+    push_frame();
+    elapsed_ = 0;
+    reward_ = 0;
+    game_over_ = false;
+    lives_ = ale_->lives();
+    life_lost_ = false;
+  }
+
+  StepResult step(const Action* action, Rng&) {
+    const ale::Action a = actions_[static_cast<std::size_t>(*action)];  // range checked by the pool
+    int reward = 0;
+    for (int skip = o_.frameskip; skip > 0; --skip) {
+      reward += ale_->act(a, 1.0f);
+      game_over_ = ale_->game_over();
+      ++elapsed_;
+      life_lost_ = ale_->lives() < lives_ && ale_->lives() > 0;
+      if (game_over_ || elapsed_ >= o_.max_frames || (o_.episodic_life && life_lost_)) break;
+      if (skip <= 2) grab(raw_[static_cast<std::size_t>(skip - 1)].data());
+    }
+    push_frame();
+    lives_ = ale_->lives();
+    reward_ = reward;
+    StepResult r;
+    r.reward = o_.reward_clipping ? std::clamp(reward, -1, 1) : reward;
+    r.terminated = game_over_ || ((o_.life_loss_info || o_.episodic_life) && life_lost_);
+    r.truncated = elapsed_ >= o_.max_frames && !r.terminated;
+    const bool over = game_over_ || elapsed_ >= o_.max_frames || (o_.episodic_life && life_lost_);
+    r.continues = r.terminated && !over;
+    return r;
+  }
+
+  void write(Row& row) const {
+    auto* obs = row.obs_as<uint8_t>();
+    const auto stack = static_cast<std::size_t>(o_.stack);
+    for (std::size_t i = 0; i < stack; ++i)
+      std::memcpy(obs + i * obs_size_, stack_.data() + ((stack_idx_ + i) % stack) * obs_size_, obs_size_);
+    *row.info_as<int32_t>(0) = lives_;
+    *row.info_as<int32_t>(1) = ale_->getFrameNumber();
+    *row.info_as<int32_t>(2) = ale_->getEpisodeFrameNumber();
+    *row.info_as<int32_t>(3) = reward_;
+  }
+
+ private:
+  struct Options {
+    explicit Options(const Config& c)
+        : height(static_cast<int>(c.get_int("img_height"))),
+          width(static_cast<int>(c.get_int("img_width"))),
+          stack(static_cast<int>(c.get_int("stack_num"))),
+          frameskip(static_cast<int>(c.get_int("frameskip"))),
+          noop_max(static_cast<int>(c.get_int("noop_max"))),
+          max_frames(static_cast<int>(c.get_int("max_num_frames_per_episode"))),
+          grayscale(c.get_bool("grayscale")),
+          maxpool(c.get_bool("maxpool")),
+          use_fire_reset(c.get_bool("use_fire_reset")),
+          episodic_life(c.get_bool("episodic_life")),
+          life_loss_info(c.get_bool("life_loss_info")),
+          reward_clipping(c.get_bool("reward_clipping")),
+          full_action_space(c.get_bool("full_action_space")),
+          repeat_action_probability(static_cast<float>(c.get("repeat_action_probability"))),
+          rom(c.get_string("rom_path")) {
+      positive("img_height", height);
+      positive("img_width", width);
+      positive("stack_num", stack);
+      positive("frameskip", frameskip);
+      positive("max_num_frames_per_episode", max_frames);
+      if (noop_max < 0)
+        throw std::invalid_argument("noop_max is " + std::to_string(noop_max) + ", expected >= 0");
+      if (!(repeat_action_probability >= 0.0f && repeat_action_probability <= 1.0f))
+        throw std::invalid_argument("repeat_action_probability must be in [0, 1]");
+      if (!std::filesystem::is_regular_file(rom))
+        throw std::invalid_argument("rom_path '" + rom.string() + "' is not a ROM file");
+    }
+    static void positive(const char* name, int v) {
+      if (v < 1)
+        throw std::invalid_argument(std::string(name) + " is " + std::to_string(v) + ", expected >= 1");
+    }
+    int height, width, stack, frameskip, noop_max, max_frames;
+    bool grayscale, maxpool, use_fire_reset, episodic_life, life_loss_info, reward_clipping,
+        full_action_space;
+    float repeat_action_probability;
+    std::filesystem::path rom;
+  };
+
+  // What a pool needs to know before its envs load the ROM: the action set's size and the
+  // screen (210x160 for most games; 250 or 214 rows for a few). Cached, so that making a pool of
+  // a game already seen does not load its ROM again.
+  struct RomInfo {
+    int64_t actions;
+    int height, width;
+  };
+
+  static RomInfo rom_info(const Options& o) {
+    static std::mutex mutex;
+    static std::map<std::pair<std::string, bool>, RomInfo> known;
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto key = std::make_pair(o.rom.string(), o.full_action_space);
+    auto it = known.find(key);
+    if (it == known.end()) {
+      const std::unique_ptr<ale::ALEInterface> ale = load(o, 0);
+      const ale::ALEScreen& screen = ale->getScreen();
+      const RomInfo info{static_cast<int64_t>(action_set(*ale, o).size()), static_cast<int>(screen.height()),
+                         static_cast<int>(screen.width())};
+      it = known.emplace(key, info).first;
+    }
+    return it->second;
+  }
+
+  static const char* resize_unsupported(const Options& o, const RomInfo& rom) {
+    if (o.height == rom.height && o.width == rom.width) return nullptr;
+    return AreaResize::unsupported(rom.height, rom.width, o.height, o.width);
+  }
+
+  bool resizes() const { return o_.height != rom_.height || o_.width != rom_.width; }
+
+  static std::unique_ptr<ale::ALEInterface> load(const Options& o, int seed) {
+    auto ale = std::make_unique<ale::ALEInterface>();
+    ale->setFloat("repeat_action_probability", o.repeat_action_probability);
+    ale->setInt("random_seed", seed);
+    ale->loadROM(o.rom);
+    return ale;
+  }
+
+  static ale::ActionVect action_set(ale::ALEInterface& ale, const Options& o) {
+    return o.full_action_space ? ale.getLegalActionSet() : ale.getMinimalActionSet();
+  }
+
+  // ALE's ColourPalette::applyPaletteGrayscale / applyPaletteRGB, with the palette copied into
+  // local tables (ALE's loop re-reads its palette pointer for every pixel).
+  void grab(uint8_t* __restrict out) const {
+    const uint8_t* __restrict screen = ale_->getScreen().getArray();
+    if (o_.grayscale) {
+      for (std::size_t i = 0; i < raw_pixels_; ++i) out[i] = gray_[screen[i]];
+    } else {
+      for (std::size_t i = 0; i < raw_pixels_; ++i) {
+        const uint32_t rgb = rgb_[screen[i]];
+        out[3 * i] = static_cast<uint8_t>(rgb >> 16);
+        out[3 * i + 1] = static_cast<uint8_t>(rgb >> 8);
+        out[3 * i + 2] = static_cast<uint8_t>(rgb);
+      }
+    }
+  }
+
+  // Gray is the palette entry after the colour's (ALE: m_palette[pixel + 1] & 0xFF); screen
+  // pixels are even, so entry 256 is never read.
+  void copy_palette() {
+    const ale::ColourPalette& palette = ale_->theOSystem->colourPalette();
+    for (int p = 0; p < 256; ++p) {
+      rgb_[static_cast<std::size_t>(p)] = palette.getRGB(p);
+      gray_[static_cast<std::size_t>(p)] = p < 255 ? static_cast<uint8_t>(palette.getRGB(p + 1) & 0xFF) : 0;
+    }
+  }
+
+  // Max-pool the two grabbed frames into raw_[0] (in place, as ale-py), resize onto the stack.
+  void push_frame() {
+    if (o_.maxpool) {
+      uint8_t* __restrict a = raw_[0].data();  // two buffers: lets the compiler vectorize
+      const uint8_t* __restrict b = raw_[1].data();
+      for (std::size_t i = 0; i < raw_size_; ++i) a[i] = std::max(a[i], b[i]);
+    }
+    uint8_t* dst = stack_.data() + stack_idx_ * obs_size_;
+    if (resizes())
+      resize_(raw_[0].data(), rom_.width, dst);
+    else
+      std::memcpy(dst, raw_[0].data(), raw_size_);
+    stack_idx_ = (stack_idx_ + 1) % static_cast<std::size_t>(o_.stack);
+  }
+
+  Options o_;
+  RomInfo rom_;
+  std::unique_ptr<ale::ALEInterface> ale_;
+  ale::ActionVect actions_;
+  bool has_fire_ = false;
+  std::mt19937 noop_rng_;
+  std::uniform_int_distribution<> noop_dist_{0, o_.noop_max > 0 ? o_.noop_max - 1 : 0};
+  std::size_t raw_pixels_ = 0, raw_size_ = 0, obs_size_ = 0;
+  std::vector<uint8_t> raw_[2];
+  std::vector<uint8_t> stack_;
+  std::array<uint32_t, 256> rgb_{};
+  std::array<uint8_t, 256> gray_{};
+  std::size_t stack_idx_ = 0;
+  AreaResize resize_;
+  int elapsed_ = 0;
+  int reward_ = 0;  // unclipped
+  bool game_over_ = false;
+  int lives_ = 0;
+  bool life_lost_ = false;
+};
+
+}  // namespace aiopool::atari

@@ -1,0 +1,104 @@
+# The Atari envs: ALE's C++ core, built from the ale-py source distribution and linked into its
+# own extension module, aiopool._native._atari.
+#
+# ALE is GPL-2.0-only; the rest of aiopool is Apache-2.0. That is why ALE's code never enters
+# this repository (the build fetches the ale-py sdist from PyPI with pip) and why it is linked
+# into a separate module with its symbols hidden: the _atari module as built is GPL-2.0-only,
+# every other module stays Apache-2.0. See LICENSES/ATARI.md.
+#
+#   -DAIOPOOL_WITH_ALE=OFF          build without the Atari envs
+#   -DALE_SOURCE_DIR=/path/ale_py-0.12.1   an unpacked sdist (offline or cached builds)
+#
+# If the source cannot be fetched, the build goes on without _atari and says why; Python then
+# reports the Atari envs as unavailable (aiopool.registry.unavailable_families()).
+
+option(AIOPOOL_WITH_ALE "Build the Atari envs (ALE from the ale-py sdist; GPL-2.0-only module)" ON)
+set(ALE_PY_VERSION "0.12.1")
+set(ALE_PY_SDIST_SHA256 "c503d574c5983e1063b451201ccb779d935919c0f6bf116fb0f4f8aa4c86d249")
+
+# Sets ALE_SOURCE_DIR to an unpacked ale-py sdist, or leaves it empty and sets _ale_why.
+function(aiopool_fetch_ale_source)
+  set(_dir "${CMAKE_BINARY_DIR}/_ale_sdist")
+  set(_src "${_dir}/ale_py-${ALE_PY_VERSION}")
+  set(_tar "${_dir}/ale_py-${ALE_PY_VERSION}.tar.gz")
+  if(EXISTS "${_src}/CMakeLists.txt")
+    set(ALE_SOURCE_DIR "${_src}" PARENT_SCOPE)
+    return()
+  endif()
+  message(STATUS "aiopool: fetching the ale-py==${ALE_PY_VERSION} sdist with pip")
+  # --no-build-isolation: pip prepares the sdist's metadata, and ale-py's own build
+  # requirements include jax; in our build env the metadata hook needs scikit-build-core only.
+  execute_process(
+    COMMAND "${Python_EXECUTABLE}" -m pip download --no-deps --no-binary :all: --no-build-isolation
+            --quiet "ale-py==${ALE_PY_VERSION}" -d "${_dir}"
+    RESULT_VARIABLE _rc ERROR_VARIABLE _err OUTPUT_QUIET)
+  if(NOT _rc EQUAL 0 OR NOT EXISTS "${_tar}")
+    string(REGEX MATCH "ERROR:[^\n]*" _first_error "${_err}")  # pip's reason, without its warnings
+    if(_first_error)
+      set(_err "${_first_error}")
+    endif()
+    string(STRIP "${_err}" _err)
+    set(_ale_why "pip download ale-py==${ALE_PY_VERSION} failed: ${_err}" PARENT_SCOPE)
+    return()
+  endif()
+  file(SHA256 "${_tar}" _sha)
+  if(NOT _sha STREQUAL ALE_PY_SDIST_SHA256)
+    set(_ale_why "ale_py-${ALE_PY_VERSION}.tar.gz has sha256 ${_sha}, expected ${ALE_PY_SDIST_SHA256}"
+        PARENT_SCOPE)
+    return()
+  endif()
+  file(ARCHIVE_EXTRACT INPUT "${_tar}" DESTINATION "${_dir}")
+  set(ALE_SOURCE_DIR "${_src}" PARENT_SCOPE)
+endfunction()
+
+if(AIOPOOL_WITH_ALE)
+  set(_ale_why "")
+  if(NOT ALE_SOURCE_DIR)
+    aiopool_fetch_ale_source()
+  elseif(NOT EXISTS "${ALE_SOURCE_DIR}/src/ale/ale_interface.cpp")
+    set(_ale_why "ALE_SOURCE_DIR=${ALE_SOURCE_DIR} is not an unpacked ale-py sdist")
+    set(ALE_SOURCE_DIR "")
+  endif()
+  find_package(ZLIB QUIET)
+  if(ALE_SOURCE_DIR AND NOT ZLIB_FOUND)
+    set(_ale_why "ALE needs zlib (Debian/Ubuntu: apt install zlib1g-dev)")
+    set(ALE_SOURCE_DIR "")
+  endif()
+
+  if(NOT ALE_SOURCE_DIR)
+    message(WARNING "aiopool: building WITHOUT the Atari envs: ${_ale_why}. Pass "
+                    "-DALE_SOURCE_DIR=/path/to/ale_py-${ALE_PY_VERSION} (an unpacked sdist), or "
+                    "-DAIOPOOL_WITH_ALE=OFF to silence this.")
+  else()
+    message(STATUS "aiopool: ALE from ${ALE_SOURCE_DIR}")
+    # ALE's `ale` object library only: BUILD_CPP_LIB=OFF keeps ALE's install rules (its
+    # headers and libale.a) out of our wheel; ale_interface.cpp is compiled below instead.
+    set(BUILD_CPP_LIB OFF CACHE BOOL "" FORCE)
+    set(BUILD_PYTHON_LIB OFF CACHE BOOL "" FORCE)
+    set(BUILD_VECTOR_LIB OFF CACHE BOOL "" FORCE)
+    set(BUILD_VECTOR_XLA_LIB OFF CACHE BOOL "" FORCE)
+    set(SDL_SUPPORT OFF CACHE BOOL "" FORCE)
+    add_subdirectory("${ALE_SOURCE_DIR}" "${CMAKE_BINARY_DIR}/ale" EXCLUDE_FROM_ALL)
+
+    # ALE sets its include directories per directory, so they do not travel with its targets.
+    set(_ale_includes "${ALE_SOURCE_DIR}/src" "${CMAKE_BINARY_DIR}/ale/src/ale")
+    add_library(aiopool_ale STATIC EXCLUDE_FROM_ALL "${ALE_SOURCE_DIR}/src/ale/ale_interface.cpp")
+    target_include_directories(aiopool_ale SYSTEM PUBLIC ${_ale_includes})
+    target_compile_options(aiopool_ale PRIVATE -O3)
+    set_target_properties(aiopool_ale PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    target_link_libraries(aiopool_ale PUBLIC ale ZLIB::ZLIB Threads::Threads)
+
+    aiopool_add_module(_atari aiopool/_native/atari_module.cc)
+    target_link_libraries(_atari PRIVATE aiopool_ale)
+    # ALE's symbols stay inside the module (ale-py's own copy may be loaded beside it).
+    target_link_options(_atari PRIVATE "-Wl,--exclude-libs,ALL")
+  endif()
+endif()
+
+# The limit row of benchmarks/throughput.py: the same env code and ALE build with the module's
+# flags, one thread, no pool. Built on demand (cmake --build <build dir> --target atari_limit).
+if(TARGET aiopool_ale)
+  add_executable(atari_limit EXCLUDE_FROM_ALL benchmarks/atari_limit.cc)
+  target_link_libraries(atari_limit PRIVATE aiopool_ale)
+  target_compile_options(atari_limit PRIVATE $<$<CONFIG:Release>:-O3> -ffp-contract=off)
+endif()

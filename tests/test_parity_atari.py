@@ -1,0 +1,289 @@
+"""Atari parity: aiopool's <Game>-v5 pools against ale-py 0.12.1's ``AtariVectorEnv``.
+
+Both sides get the same settings, the same seeds and the same random action sequence, and every
+step's observations, rewards, terminated, truncated, lives and episode frame numbers must be
+equal bit for bit. Both autoreset the next step by default (``autoreset="next_step"`` /
+``AutoresetMode.NEXT_STEP``); ``same_step`` is compared against ale-py's ``SAME_STEP``.
+aiopool's ``Pool.step`` returns rows ordered by env_id, as ale-py's synchronous step does.
+The long rollouts are marked slow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+import pytest
+
+import aiopool
+from aiopool import registry
+
+ale_py = pytest.importorskip("ale_py")
+from ale_py.vector_env import AtariVectorEnv  # noqa: E402
+
+if "_atari" not in {m.__name__.rsplit(".", 1)[-1] for m in registry._modules()}:
+    pytest.skip(f"aiopool was built without Atari: {registry.unavailable_families()}",
+                allow_module_level=True)
+
+GAMES = {"Pong-v5": "pong", "Breakout-v5": "breakout", "SpaceInvaders-v5": "space_invaders",
+         "MsPacman-v5": "ms_pacman"}
+
+
+def _compare(env_id: str, steps: int, *, num_envs: int = 2, seed: int = 3,
+             action_seed: int = 0, reseed_at: int | None = None, **kwargs: Any) -> int:
+    """Step both sides ``steps`` times; assert equality at every step. Returns the number of
+    episode ends seen (so a test can check its rollout crossed a reset)."""
+    ref = AtariVectorEnv(GAMES.get(env_id) or _rom_of(env_id), num_envs, **kwargs)
+    ends = 0
+
+    async def run() -> None:
+        nonlocal ends
+        with aiopool.make(env_id, num_envs=num_envs, num_threads=min(2, num_envs), seed=seed,
+                          **kwargs) as pool:
+            assert pool.single_action_space == ref.single_action_space
+            assert pool.single_observation_space == ref.single_observation_space
+            obs, info = ref.reset(seed=seed)
+            pool.async_reset()
+            batch = await pool.recv()
+            order = np.argsort(batch.env_id)
+            _assert_equal("reset", np.asarray(batch.obs)[order], obs)
+            _assert_equal("reset lives", np.asarray(batch.info["lives"])[order], info["lives"])
+            rng = np.random.default_rng(action_seed)
+            n = int(pool.single_action_space.n)
+            for t in range(steps):
+                if t == reseed_at:
+                    obs, info = ref.reset(seed=seed + 100)
+                    pool.async_reset(seed=seed + 100)
+                    batch = await pool.recv()
+                    order = np.argsort(batch.env_id)
+                    _assert_equal(f"re-seeded reset at {t}", np.asarray(batch.obs)[order], obs)
+                actions = rng.integers(0, n, num_envs)
+                obs, reward, terminated, truncated, info = ref.step(actions)
+                b = await pool.step(actions)
+                where = f"{env_id} {kwargs} step {t}"
+                _assert_equal(f"{where}: obs", b.obs, obs)
+                _assert_equal(f"{where}: reward", b.reward, reward.astype(np.float64))
+                _assert_equal(f"{where}: terminated", b.terminated, terminated)
+                _assert_equal(f"{where}: truncated", b.truncated, truncated)
+                _assert_equal(f"{where}: lives", b.info["lives"], info["lives"])
+                _assert_equal(f"{where}: episode_frame_number", b.info["episode_frame_number"],
+                              info["episode_frame_number"])
+                ends += int(np.sum(terminated | truncated))
+
+    try:
+        asyncio.run(run())
+    finally:
+        ref.close()
+    return ends
+
+
+def _rom_of(env_id: str) -> str:
+    return str(registry._module_for(env_id).env_config(env_id)[0][-1][2]).removesuffix(".bin")
+
+
+def _assert_equal(what: str, got: Any, expected: Any) -> None:
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape, f"{what}: shape {got.shape}, ale-py {expected.shape}"
+    if not np.array_equal(got, expected):
+        diff = np.argwhere(got != expected)
+        raise AssertionError(f"{what}: {len(diff)} elements differ, first at {diff[0].tolist()}: "
+                             f"{got[tuple(diff[0])]} vs ale-py {expected[tuple(diff[0])]}")
+
+
+# -- fast: every default-run test steps a few hundred frames ---------------------------------
+
+@pytest.mark.parametrize("env_id", list(GAMES))
+def test_default_settings(env_id: str) -> None:
+    _compare(env_id, 100)
+
+
+def test_rgb() -> None:  # the slow run covers RGB on all four games
+    _compare("Pong-v5", 100, grayscale=False)
+
+
+def test_no_noops_and_episodic_life_cross_resets() -> None:
+    ends = _compare("Breakout-v5", 300, noop_max=0, episodic_life=True)
+    assert ends > 0, "the rollout never crossed a reset; lengthen it"
+
+
+def test_life_loss_info_keeps_playing() -> None:
+    # terminated on a lost life, but no reset follows (ale-py resets only at game over).
+    ends = _compare("Breakout-v5", 300, life_loss_info=True)
+    assert ends > 0
+
+
+def test_frame_limit_truncates() -> None:
+    ends = _compare("Pong-v5", 120, max_num_frames_per_episode=150, noop_max=5)
+    assert ends > 0
+
+
+def test_sticky_actions_unclipped_rewards_full_action_space() -> None:
+    _compare("SpaceInvaders-v5", 200, repeat_action_probability=0.25, reward_clipping=False,
+             full_action_space=True)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"frameskip": 1, "stack_num": 1},
+    {"maxpool": False, "frameskip": 3},
+    {"img_height": 210, "img_width": 160},  # no resize: the frame is copied
+    {"img_height": 100, "img_width": 80, "grayscale": False},  # one integer factor
+    {"img_height": 64, "img_width": 48, "use_fire_reset": False},
+], ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()))
+def test_preprocessing_options(kwargs: dict[str, Any]) -> None:
+    _compare("Breakout-v5", 60, **kwargs)
+
+
+def test_reseeding_mid_run() -> None:
+    _compare("MsPacman-v5", 60, reseed_at=30)
+
+
+def test_same_step_autoreset() -> None:
+    ref = AtariVectorEnv("breakout", 2, autoreset_mode="SameStep", episodic_life=True,
+                         noop_max=0)
+
+    async def run() -> int:
+        ends = 0
+        with aiopool.make("Breakout-v5", num_envs=2, seed=5, autoreset="same_step",
+                          episodic_life=True, noop_max=0) as pool:
+            ref.reset(seed=5)
+            pool.async_reset()
+            await pool.recv()
+            rng = np.random.default_rng(1)
+            for t in range(300):
+                actions = rng.integers(0, 4, 2)
+                obs, reward, terminated, truncated, info = ref.step(actions)
+                b = await pool.step(actions)
+                _assert_equal(f"step {t}: obs", b.obs, obs)
+                _assert_equal(f"step {t}: reward", b.reward, reward.astype(np.float64))
+                _assert_equal(f"step {t}: terminated", b.terminated, terminated)
+                _assert_equal(f"step {t}: lives", b.info["lives"], info["lives"])
+                done = terminated | truncated
+                if done.any():
+                    ends += int(done.sum())
+                    _assert_equal(f"step {t}: final_obs", np.asarray(b.info["final_obs"])[done],
+                                  info["final_obs"][done])
+        return ends
+
+    try:
+        assert asyncio.run(run()) > 0
+    finally:
+        ref.close()
+
+
+@pytest.mark.asyncio
+async def test_unseeded_reset_continues_the_stream() -> None:
+    ref = AtariVectorEnv("pong", 2, noop_max=30)
+    try:
+        with aiopool.make("Pong-v5", num_envs=2, seed=11) as pool:
+            ref.reset(seed=11)
+            pool.async_reset()
+            await pool.recv()
+            for k in range(3):  # noop counts come from the same mt19937 stream on both sides
+                obs, info = ref.reset()
+                pool.async_reset()
+                batch = await pool.recv()
+                order = np.argsort(batch.env_id)
+                _assert_equal(f"unseeded reset {k}", np.asarray(batch.obs)[order], obs)
+                _assert_equal(f"unseeded reset {k} frame", np.asarray(
+                    batch.info["episode_frame_number"])[order], info["episode_frame_number"])
+    finally:
+        ref.close()
+
+
+def test_ids_are_gymnasiums_ale_v5_names() -> None:
+    import gymnasium as gym
+
+    ids = {i for i in aiopool.list_envs() if registry._family_of(i) == "_atari"}
+    gym.register_envs(ale_py)
+    expected = {k.removeprefix("ALE/") for k in gym.registry if k.startswith("ALE/") and
+                k.endswith("-v5")}
+    assert ids == expected
+    assert len(ids) == 104  # ale-py's 108 ROMs minus the 4 without a single-player mode
+
+
+# Names with digits, and the screens that are not 210x160 (Adventure, AirRaid: 250 rows;
+# Carnival: 214).
+@pytest.mark.parametrize("env_id", ["TicTacToe3D-v5", "Pitfall2-v5", "AirRaid-v5", "Carnival-v5"])
+def test_a_sample_of_roms_load_and_step(env_id: str) -> None:
+    _compare(env_id, 8, num_envs=1, seed=0, noop_max=3)
+
+
+@pytest.mark.slow
+def test_every_rom_loads_and_steps() -> None:
+    ids = [i for i in aiopool.list_envs() if registry._family_of(i) == "_atari"]
+    for env_id in ids:  # ~0.3 s each, mostly ALE loading the ROM on both sides
+        _compare(env_id, 8, num_envs=1, seed=0, noop_max=3)
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+def test_integer_scale_sizes_are_refused_with_a_reason() -> None:
+    with pytest.raises(ValueError, match="integer factor"):
+        aiopool.make("Pong-v5", img_height=105, img_width=80)
+    with pytest.raises(ValueError, match="enlarging"):
+        aiopool.make("Pong-v5", img_height=300)
+
+
+def test_bad_values_and_kwargs() -> None:
+    with pytest.raises(ValueError, match="frameskip is 0"):
+        aiopool.make("Pong-v5", frameskip=0)
+    with pytest.raises(TypeError, match="valid: img_height, img_width"):
+        aiopool.make("Pong-v5", continuous=True)
+    with pytest.raises(ValueError, match="no ROM"), pytest.warns(UserWarning,
+                                                                 match="not supported"):
+        aiopool.make("Pong-v5", rom_path="no_such_game.bin")
+
+
+def test_seeds_beyond_a_c_int_are_refused() -> None:
+    with pytest.raises(ValueError, match="takes seeds up to 2147483647"):
+        aiopool.make("Pong-v5", num_envs=2, seed=2**31 - 1)
+    with aiopool.make("Pong-v5", num_envs=2, seed=2**31 - 2) as pool:
+        with pytest.raises(ValueError, match="takes seeds up to"):
+            pool.async_reset(seed=2**31)
+
+
+@pytest.mark.asyncio
+async def test_out_of_range_actions_are_refused_and_the_pool_stays_usable() -> None:
+    with aiopool.make("Pong-v5", num_envs=2) as pool:
+        pool.async_reset()
+        await pool.recv()
+        with pytest.raises(ValueError, match=r"expected 0 <= action < 6"):
+            pool.send(np.array([0, 6]))
+        b = await pool.step(np.array([0, 5]))
+        assert b.obs.shape == (2, 4, 84, 84)
+
+
+def test_a_build_without_ale_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As a build with -DAIOPOOL_WITH_ALE=OFF: the module file is missing.
+    import importlib
+
+    real_import = importlib.import_module
+
+    def without_atari(name: str, package: str | None = None) -> Any:
+        if name == "aiopool._native._atari":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return real_import(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", without_atari)
+    monkeypatch.setattr(registry, "_loaded", {"_core": registry._core})
+    monkeypatch.setattr(registry, "_unavailable", {})
+    with pytest.raises(ValueError, match=r"Pong-v5 is one of aiopool's Atari envs, which are "
+                                         r"unavailable here: this aiopool was built without ALE"):
+        aiopool.make("Pong-v5")
+    assert "ALE_SOURCE_DIR" in registry.unavailable_families()["Atari"]
+    assert "Pong-v5" not in aiopool.list_envs()
+    assert "CartPole-v1" in aiopool.list_envs()
+
+
+# -- slow: long rollouts ----------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("grayscale", [True, False], ids=["gray", "rgb"])
+@pytest.mark.parametrize("noop_max,episodic_life", [(30, False), (0, True)],
+                         ids=["noop30", "noop0-episodic"])
+@pytest.mark.parametrize("env_id", list(GAMES))
+def test_long_rollouts(env_id: str, grayscale: bool, noop_max: int, episodic_life: bool) -> None:
+    ends = _compare(env_id, 2000, num_envs=2, seed=17, grayscale=grayscale, noop_max=noop_max,
+                    episodic_life=episodic_life, repeat_action_probability=0.25)
+    assert ends > 0
