@@ -339,14 +339,16 @@ def run_python_loop(env_id: str, shape: Shape, budget: Budget) -> Timing:
 
 @dataclass
 class Limit:
-    """The compiled ``cartpole_limit.cc`` for one env id; ``run`` is the single-thread rate."""
+    """A compiled limit program (``cartpole_limit.cc``, ``mujoco_limit.cc``, ``atari_limit.cc``):
+    ``run`` is the single-thread rate. ``target`` is the program's first argument: the env id,
+    or the ROM file for Atari."""
 
     binary: Path
-    env_id: str
+    target: str
 
     def run(self, env_id: str, shape: Shape, budget: Budget) -> Timing:
         seconds = budget.warmup + budget.seconds  # the program has no warm-up of its own
-        out = subprocess.run([str(self.binary), self.env_id, str(shape.num_envs), str(seconds)],
+        out = subprocess.run([str(self.binary), self.target, str(shape.num_envs), str(seconds)],
                              check=True, capture_output=True, text=True)
         result = json.loads(out.stdout)
         return Timing(int(result["steps"]), float(result["seconds"]))
@@ -355,7 +357,7 @@ class Limit:
         """N copies at once, M/N envs each: what N free cores give right now, on a shared box."""
         n = shape.num_threads or 1
         seconds = budget.warmup + budget.seconds
-        procs = [subprocess.Popen([str(self.binary), self.env_id, str(-(-shape.num_envs // n)),
+        procs = [subprocess.Popen([str(self.binary), self.target, str(-(-shape.num_envs // n)),
                                    str(seconds)], stdout=subprocess.PIPE, text=True)
                  for _ in range(n)]
         results = [json.loads(p.communicate()[0]) for p in procs]
@@ -365,7 +367,7 @@ class Limit:
                       max(float(r["seconds"]) for r in results))
 
 
-def build_limit(env_id: str, out_dir: Path) -> tuple[Limit | AtariLimit | None, str]:
+def build_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
     """Compile the limit program for ``env_id``; (None, why) when it cannot be built."""
     if atari_rom(env_id) is not None:
         return build_atari_limit(env_id)
@@ -523,22 +525,7 @@ def atari_peer_runners(env_id: str, max_gym_envs: int, skipped: list[str]) -> li
     return runners
 
 
-@dataclass
-class AtariLimit:
-    """``atari_limit.cc`` built in the pip build directory; ``run`` is the single-thread rate."""
-
-    binary: Path
-    rom_path: str
-
-    def run(self, env_id: str, shape: Shape, budget: Budget) -> Timing:
-        seconds = budget.warmup + budget.seconds
-        out = subprocess.run([str(self.binary), self.rom_path, str(shape.num_envs), str(seconds)],
-                             check=True, capture_output=True, text=True)
-        result = json.loads(out.stdout)
-        return Timing(int(result["steps"]), float(result["seconds"]))
-
-
-def build_atari_limit(env_id: str) -> tuple[AtariLimit | None, str]:
+def build_atari_limit(env_id: str) -> tuple[Limit | None, str]:
     """Build the ``atari_limit`` target in the build directory of ``pip install -e .`` (it
     links the ALE built there); (None, why) when there is none."""
     from ale_py import roms
@@ -553,7 +540,7 @@ def build_atari_limit(env_id: str) -> tuple[AtariLimit | None, str]:
                            capture_output=True, text=True)
     if built.returncode != 0:
         return None, f"building {ATARI_LIMIT_TARGET} failed:\n{built.stdout[-2000:]}"
-    return (AtariLimit(build_dir / ATARI_LIMIT_TARGET, str(roms.get_rom_path(rom))),
+    return (Limit(build_dir / ATARI_LIMIT_TARGET, str(roms.get_rom_path(rom))),
             f"built {build_dir / ATARI_LIMIT_TARGET}")
 
 
@@ -582,7 +569,7 @@ class Runner:
     group: str  # "aiopool", "peer" or "limit"
 
 
-def make_runners(args: argparse.Namespace, limit: Limit | AtariLimit | None,
+def make_runners(args: argparse.Namespace, limit: Limit | None,
                  skipped: list[str]) -> list[Runner]:
     def bind(fn: Callable[..., Timing], **kw: Any) -> Callable[[str, Shape, Budget], Timing]:
         return lambda env_id, shape, budget: fn(env_id, shape, budget, **kw)
