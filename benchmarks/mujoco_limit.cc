@@ -1,6 +1,6 @@
 // The "limit" row of benchmarks/throughput.py for the MuJoCo v5 envs: raw MuJoCo, one thread.
 //
-// Steps M envs round-robin in a tight loop, as cartpole_limit.cc does: one shared mjModel
+// Steps M envs round-robin in a tight loop, as env_limit.cc does: one shared mjModel
 // loaded from gymnasium's MJCF asset, one mjData per env. A step is what gymnasium's MujocoEnv
 // does to the simulator: ctrl = a precomputed random float32 action in the actuators' ctrlrange
 // widened to double, mj_step × frame_skip, mj_rnePostConstraint. An env is reset (mj_resetData,

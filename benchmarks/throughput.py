@@ -11,7 +11,7 @@ Method: every runner runs in this process tree, in one run. Each measurement bui
 warms up, then counts env-steps received over a fixed wall time. Repeats are interleaved (each
 repeat runs every runner once, in a shuffled order), so slow phases of a noisy machine hit all
 runners alike; the table reports medians over repeats. Actions are precomputed random arrays, so
-the policy costs ~nothing. The limit is ``cartpole_limit.cc`` (``mujoco_limit.cc`` for MuJoCo
+the policy costs ~nothing. The limit is ``env_limit.cc`` (``mujoco_limit.cc`` for MuJoCo
 ids), compiled here with the extension's flags.
 
 Usage:
@@ -51,7 +51,7 @@ import aiopool
 from aiopool.registry import MUJOCO_IDS, MUJOCO_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
-LIMIT_SOURCE = ROOT / "benchmarks" / "cartpole_limit.cc"
+LIMIT_SOURCE = ROOT / "benchmarks" / "env_limit.cc"
 MUJOCO_LIMIT_SOURCE = ROOT / "benchmarks" / "mujoco_limit.cc"
 ENV_HEADERS = ROOT / "aiopool" / "_native" / "envs"
 DEFAULT_CONFIGS = "32/16/1,32/16/2,256/128/1,256/128/2,64/64/2"
@@ -339,16 +339,18 @@ def run_python_loop(env_id: str, shape: Shape, budget: Budget) -> Timing:
 
 @dataclass
 class Limit:
-    """A compiled limit program (``cartpole_limit.cc``, ``mujoco_limit.cc``, ``atari_limit.cc``):
-    ``run`` is the single-thread rate. ``target`` is the program's first argument: the env id,
-    or the ROM file for Atari."""
+    """A compiled limit program (``env_limit.cc`` for an env header, ``mujoco_limit.cc``):
+    ``run`` is the single-thread rate. ``overrides`` are KEY=VALUE config arguments (Atari:
+    the ROM file)."""
 
     binary: Path
-    target: str
+    env_id: str
+    overrides: tuple[str, ...] = ()
 
     def run(self, env_id: str, shape: Shape, budget: Budget) -> Timing:
         seconds = budget.warmup + budget.seconds  # the program has no warm-up of its own
-        out = subprocess.run([str(self.binary), self.target, str(shape.num_envs), str(seconds)],
+        out = subprocess.run([str(self.binary), self.env_id, str(shape.num_envs), str(seconds),
+                              *self.overrides],
                              check=True, capture_output=True, text=True)
         result = json.loads(out.stdout)
         return Timing(int(result["steps"]), float(result["seconds"]))
@@ -357,8 +359,9 @@ class Limit:
         """N copies at once, M/N envs each: what N free cores give right now, on a shared box."""
         n = shape.num_threads or 1
         seconds = budget.warmup + budget.seconds
-        procs = [subprocess.Popen([str(self.binary), self.target, str(-(-shape.num_envs // n)),
-                                   str(seconds)], stdout=subprocess.PIPE, text=True)
+        procs = [subprocess.Popen([str(self.binary), self.env_id, str(-(-shape.num_envs // n)),
+                                   str(seconds), *self.overrides], stdout=subprocess.PIPE,
+                                  text=True)
                  for _ in range(n)]
         results = [json.loads(p.communicate()[0]) for p in procs]
         if any(p.returncode for p in procs):
@@ -540,7 +543,7 @@ def build_atari_limit(env_id: str) -> tuple[Limit | None, str]:
                            capture_output=True, text=True)
     if built.returncode != 0:
         return None, f"building {ATARI_LIMIT_TARGET} failed:\n{built.stdout[-2000:]}"
-    return (Limit(build_dir / ATARI_LIMIT_TARGET, str(roms.get_rom_path(rom))),
+    return (Limit(build_dir / ATARI_LIMIT_TARGET, env_id, (f"rom_path={roms.get_rom_path(rom)}",)),
             f"built {build_dir / ATARI_LIMIT_TARGET}")
 
 

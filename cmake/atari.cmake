@@ -98,7 +98,10 @@ endif()
 # The limit row of benchmarks/throughput.py: the same env code and ALE build with the module's
 # flags, one thread, no pool. Built on demand (cmake --build <build dir> --target atari_limit).
 if(TARGET aiopool_ale)
-  add_executable(atari_limit EXCLUDE_FROM_ALL benchmarks/atari_limit.cc)
+  add_executable(atari_limit EXCLUDE_FROM_ALL benchmarks/env_limit.cc)
+  target_compile_definitions(atari_limit PRIVATE
+    "LIMIT_ENV_HEADER=\"${PROJECT_SOURCE_DIR}/aiopool/_native/envs/atari/atari.h\""
+    "LIMIT_ENV=::aiopool::atari::Atari" "LIMIT_SETUP=ale::Logger::setMode(ale::Logger::Error)")
   target_link_libraries(atari_limit PRIVATE aiopool_ale)
   target_compile_options(atari_limit PRIVATE $<$<CONFIG:Release>:-O3> -ffp-contract=off)
 endif()

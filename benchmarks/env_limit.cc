@@ -7,15 +7,16 @@
 //
 // Built by throughput.py with `g++ -O3 -ffp-contract=off -std=c++20` (the extension's flags).
 // It steps CartPole; `-DLIMIT_ENV_HEADER='"<header>"' -DLIMIT_ENV=<class>` steps another env
-// header the same way (the smoke test uses Counting-v0).
+// header the same way (the smoke test uses Counting-v0; cmake/atari.cmake builds the Atari one
+// against the module's ALE, with `-DLIMIT_SETUP=<statement>` to silence ALE's banner).
 //
-// Usage: cartpole_limit ENV_ID NUM_ENVS SECONDS   ->   one line of JSON on stdout.
+// Usage: env_limit ENV_ID NUM_ENVS SECONDS [KEY=VALUE ...]   ->   one line of JSON on stdout.
+// KEY=VALUE overrides a config key's default (Atari: rom_path=<file>).
 #ifndef LIMIT_ENV_HEADER
 #define LIMIT_ENV_HEADER "../aiopool/_native/envs/classic_control/cartpole.h"
 #define LIMIT_ENV ::aiopool::CartPole
 #endif
 #include LIMIT_ENV_HEADER
-
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -25,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "../aiopool/_native/registry.h"
+
 namespace {
 
 using Env = LIMIT_ENV;
@@ -33,10 +36,43 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kActionRounds = 64;  // distinct action vectors, cycled
 
-aiopool::Config default_config() {
+// The env's defaults, with KEY=VALUE arguments overriding them.
+aiopool::Config make_config(int argc, char** argv) {
   std::map<std::string, double> values;
-  for (const aiopool::ConfigKey& key : Env::config_keys()) values[key.name] = key.default_value;
-  return aiopool::Config(std::move(values));
+  std::map<std::string, std::string> strings;
+  std::map<std::string, std::vector<double>> ranges;
+  std::map<std::string, aiopool::ConfigKey::Kind> kinds;
+  for (const aiopool::ConfigKey& key : Env::config_keys()) {
+    kinds[key.name] = key.kind;
+    if (key.kind == aiopool::ConfigKey::Kind::kString)
+      strings[key.name] = key.default_string;
+    else if (key.kind == aiopool::ConfigKey::Kind::kRange)
+      ranges[key.name] = {key.default_range[0], key.default_range[1]};
+    else
+      values[key.name] = key.default_value;
+  }
+  for (int a = 4; a < argc; ++a) {
+    const std::string arg = argv[a];
+    const std::size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    if (eq == std::string::npos || !kinds.count(name) || kinds[name] == aiopool::ConfigKey::Kind::kRange) {
+      std::fprintf(stderr, "bad override '%s': expected KEY=VALUE of a number or string key\n", argv[a]);
+      std::exit(2);
+    }
+    if (kinds[name] == aiopool::ConfigKey::Kind::kString)
+      strings[name] = arg.substr(eq + 1);
+    else
+      values[name] = std::strtod(arg.c_str() + eq + 1, nullptr);
+  }
+  return aiopool::Config(std::move(values), std::move(strings), std::move(ranges));
+}
+
+// gymnasium's time limit of env_id, when this binary registers it (0: none).
+int64_t time_limit_of(const std::string& env_id) {
+  const std::vector<std::string> ids = aiopool::Registry::get().ids();
+  for (const std::string& id : ids)
+    if (id == env_id) return aiopool::Registry::get().find(env_id).max_episode_steps;
+  return 0;
 }
 
 // kActionRounds × num_envs actions drawn uniformly from the action space.
@@ -59,17 +95,20 @@ std::vector<Action> random_actions(const aiopool::Space& space, std::size_t num_
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s ENV_ID NUM_ENVS SECONDS\n", argv[0]);
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s ENV_ID NUM_ENVS SECONDS [KEY=VALUE ...]\n", argv[0]);
     return 2;
   }
+#ifdef LIMIT_SETUP
+  LIMIT_SETUP;
+#endif
   const std::string env_id = argv[1];
   const std::size_t num_envs = std::strtoul(argv[2], nullptr, 10);
   const double seconds = std::strtod(argv[3], nullptr);
 
-  const aiopool::Config config = default_config();
+  const aiopool::Config config = make_config(argc, argv);
   const aiopool::EnvSpec spec = Env::spec(config);
-  const int64_t time_limit = aiopool::Registry::get().find(env_id).max_episode_steps;
+  const int64_t time_limit = time_limit_of(env_id);
   const std::size_t action_size = static_cast<std::size_t>(spec.action_space.size());
   const std::size_t obs_bytes = spec.observation_space.nbytes();
 
@@ -77,7 +116,8 @@ int main(int argc, char** argv) {
   std::vector<aiopool::Rng> rngs;
   for (std::size_t i = 0; i < num_envs; ++i) {
     envs.emplace_back(config);
-    rngs.emplace_back(0, i, 0, 2 * i + 1);  // any state; the increment must be odd
+    // Any state (the increment must be odd); integer seed i, as a pool seeded 0 gives env i.
+    rngs.emplace_back(0, i, 0, 2 * i + 1, static_cast<int64_t>(i));
   }
   std::vector<int64_t> elapsed(num_envs, 0);
   const std::vector<Action> actions = random_actions(spec.action_space, num_envs);
@@ -110,7 +150,7 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < num_envs; ++i) {
       const aiopool::StepResult r = envs[i].step(round_actions + i * action_size, rngs[i]);
       reward_sum += r.reward;
-      if (r.terminated || r.truncated || ++elapsed[i] == time_limit) {
+      if ((r.terminated && !r.continues) || r.truncated || ++elapsed[i] == time_limit) {
         envs[i].reset(rngs[i]);
         elapsed[i] = 0;
         ++episodes;
