@@ -130,15 +130,31 @@ class AreaResize {
     return tab;
   }
 
-  // buf[x] = ((0 + S[a]*alpha_a) + S[b]*alpha_b) + ..., per channel, as OpenCV's horizontal pass.
+  // buf[x] = ((0 + S[a]*alpha_a) + S[b]*alpha_b) + ..., per channel, as OpenCV's horizontal pass;
+  // with SSE2 four x at a time (the same float operations, in the same order).
   void collapse(const uint8_t* s) {
     const std::size_t width = row_buf_.size();
+    const auto terms = static_cast<std::size_t>(terms_);
     float* __restrict buf = row_buf_.data();
-    std::fill(buf, buf + width, 0.0f);
-    for (std::size_t k = 0; k < static_cast<std::size_t>(terms_); ++k) {
-      const int* __restrict si = col_src_.data() + k * width;
-      const float* __restrict alpha = col_alpha_.data() + k * width;
-      for (std::size_t x = 0; x < width; ++x) buf[x] += static_cast<float>(s[si[x]]) * alpha[x];
+    const int* __restrict src = col_src_.data();
+    const float* __restrict alpha = col_alpha_.data();
+    std::size_t x = 0;
+#if defined(__SSE2__)
+    for (; x + 4 <= width; x += 4) {
+      __m128 acc = _mm_setzero_ps();
+      for (std::size_t k = 0; k < terms; ++k) {
+        const int* si = src + k * width + x;
+        const __m128i v = _mm_setr_epi32(s[si[0]], s[si[1]], s[si[2]], s[si[3]]);
+        acc = _mm_add_ps(acc, _mm_mul_ps(_mm_cvtepi32_ps(v), _mm_loadu_ps(alpha + k * width + x)));
+      }
+      _mm_storeu_ps(buf + x, acc);
+    }
+#endif
+    for (; x < width; ++x) {
+      float acc = 0.0f;
+      for (std::size_t k = 0; k < terms; ++k)
+        acc += static_cast<float>(s[src[k * width + x]]) * alpha[k * width + x];
+      buf[x] = acc;
     }
   }
 

@@ -87,7 +87,8 @@ class Atari {
     raw_pixels_ = static_cast<std::size_t>(rom_.height * rom_.width);
     raw_size_ = raw_pixels_ * static_cast<std::size_t>(cn);
     obs_size_ = static_cast<std::size_t>(o_.height * o_.width * cn);
-    for (auto& r : raw_) r.assign(raw_size_, 0);
+    pooled_.assign(raw_size_, 0);
+    if (o_.maxpool) older_.assign(raw_pixels_, 0);
     stack_.assign(obs_size_ * static_cast<std::size_t>(o_.stack), 0);
     if (resizes()) resize_ = AreaResize(rom_.height, rom_.width, o_.height, o_.width, cn);
   }
@@ -115,9 +116,8 @@ class Atari {
     }
     std::fill(stack_.begin(), stack_.end(), 0);
     stack_idx_ = 0;
-    grab(raw_[0].data());
-    std::fill(raw_[1].begin(), raw_[1].end(), 0);
-    push_frame();
+    older_black_ = true;
+    pool(true);
     elapsed_ = 0;
     reward_ = 0;
     game_over_ = false;
@@ -128,15 +128,20 @@ class Atari {
   StepResult step(const Action* action, Rng&) {
     const ale::Action a = actions_[static_cast<std::size_t>(*action)];  // range checked by the pool
     int reward = 0;
+    bool grabbed = false;
     for (int skip = o_.frameskip; skip > 0; --skip) {
       reward += ale_->act(a, 1.0f);
       game_over_ = ale_->game_over();
       ++elapsed_;
       life_lost_ = ale_->lives() < lives_ && ale_->lives() > 0;
       if (game_over_ || elapsed_ >= o_.max_frames || (o_.episodic_life && life_lost_)) break;
-      if (skip <= 2) grab(raw_[static_cast<std::size_t>(skip - 1)].data());
+      if (skip == 2 && o_.maxpool) {
+        std::memcpy(older_.data(), ale_->getScreen().getArray(), raw_pixels_);
+        older_black_ = false;
+      }
+      grabbed = skip == 1;
     }
-    push_frame();
+    pool(grabbed);
     lives_ = ale_->lives();
     reward_ = reward;
     StepResult r;
@@ -243,45 +248,76 @@ class Atari {
     return o.full_action_space ? ale.getLegalActionSet() : ale.getMinimalActionSet();
   }
 
-  // ALE's ColourPalette::applyPaletteGrayscale / applyPaletteRGB, with the palette copied into
-  // local tables (ALE's loop re-reads its palette pointer for every pixel).
-  void grab(uint8_t* __restrict out) const {
-    const uint8_t* __restrict screen = ale_->getScreen().getArray();
-    if (o_.grayscale) {
-      for (std::size_t i = 0; i < raw_pixels_; ++i) out[i] = gray_[screen[i]];
-    } else {
-      for (std::size_t i = 0; i < raw_pixels_; ++i) {
-        const uint32_t rgb = rgb_[screen[i]];
-        out[3 * i] = static_cast<uint8_t>(rgb >> 16);
-        out[3 * i + 1] = static_cast<uint8_t>(rgb >> 8);
-        out[3 * i + 2] = static_cast<uint8_t>(rgb);
+  // ALE's ColourPalette::applyPaletteGrayscale / applyPaletteRGB as a table of CN bytes per
+  // screen value: gray is the palette entry after the colour's (ALE: m_palette[pixel + 1] &
+  // 0xFF); screen values are even, so entry 256 is never read.
+  void copy_palette() {
+    const ale::ColourPalette& palette = ale_->theOSystem->colourPalette();
+    for (std::size_t p = 0; p < 256; ++p) {
+      const uint32_t rgb = palette.getRGB(static_cast<int>(p));
+      colour_[3 * p] = static_cast<uint8_t>(rgb >> 16);
+      colour_[3 * p + 1] = static_cast<uint8_t>(rgb >> 8);
+      colour_[3 * p + 2] = static_cast<uint8_t>(rgb);
+      gray_[p] = p < 255 ? static_cast<uint8_t>(palette.getRGB(static_cast<int>(p) + 1) & 0xFF) : 0;
+    }
+  }
+
+  // The frame the step ends on, into pooled_: with `fresh`, the screen just emulated, max-pooled
+  // with the older frame (the second-to-last repeat's screen, kept as raw screen values, or
+  // black after a reset); without (a step that stopped early), ale-py pools its stale buffers
+  // again: the previous pooled frame with the older frame. Then resized onto the stack.
+  void pool(bool fresh) {
+    if (o_.grayscale)
+      pool<1>(fresh, gray_.data());
+    else
+      pool<3>(fresh, colour_.data());
+    uint8_t* dst = stack_.data() + stack_idx_ * obs_size_;
+    if (resizes())
+      resize_(pooled_.data(), rom_.width, dst);
+    else
+      std::memcpy(dst, pooled_.data(), raw_size_);
+    stack_idx_ = (stack_idx_ + 1) % static_cast<std::size_t>(o_.stack);
+  }
+
+  template <std::size_t CN>
+  void pool(bool fresh, const uint8_t* __restrict lut) {
+    uint8_t* __restrict out = pooled_.data();
+    const uint8_t* __restrict older = older_.data();
+    const std::size_t n = raw_pixels_;
+    const bool black = !o_.maxpool || older_black_;  // max(x, black) == x
+    if (fresh) {
+      const uint8_t* __restrict screen = ale_->getScreen().getArray();
+      if (black) {
+        for (std::size_t i = 0; i < n; ++i) colour<CN>(out + CN * i, lut, screen[i]);
+        return;
+      }
+      // Consecutive frames mostly agree: where 16 pixels equal the older frame's, the max is
+      // their colour, looked up once.
+      std::size_t i = 0;
+      for (; i + 16 <= n; i += 16) {
+        if (std::memcmp(screen + i, older + i, 16) == 0) {
+          for (std::size_t j = i; j < i + 16; ++j) colour<CN>(out + CN * j, lut, screen[j]);
+        } else {
+          for (std::size_t j = i; j < i + 16; ++j) max_colour<CN>(out + CN * j, lut, screen[j], older[j]);
+        }
+      }
+      for (; i < n; ++i) max_colour<CN>(out + CN * i, lut, screen[i], older[i]);
+    } else if (!black) {
+      for (std::size_t i = 0; i < n; ++i) {
+        for (std::size_t c = 0; c < CN; ++c)
+          out[CN * i + c] = std::max(out[CN * i + c], lut[CN * older[i] + c]);
       }
     }
   }
 
-  // Gray is the palette entry after the colour's (ALE: m_palette[pixel + 1] & 0xFF); screen
-  // pixels are even, so entry 256 is never read.
-  void copy_palette() {
-    const ale::ColourPalette& palette = ale_->theOSystem->colourPalette();
-    for (int p = 0; p < 256; ++p) {
-      rgb_[static_cast<std::size_t>(p)] = palette.getRGB(p);
-      gray_[static_cast<std::size_t>(p)] = p < 255 ? static_cast<uint8_t>(palette.getRGB(p + 1) & 0xFF) : 0;
-    }
+  template <std::size_t CN>
+  static void colour(uint8_t* __restrict out, const uint8_t* __restrict lut, uint8_t v) {
+    for (std::size_t c = 0; c < CN; ++c) out[c] = lut[CN * v + c];
   }
 
-  // Max-pool the two grabbed frames into raw_[0] (in place, as ale-py), resize onto the stack.
-  void push_frame() {
-    if (o_.maxpool) {
-      uint8_t* __restrict a = raw_[0].data();  // two buffers: lets the compiler vectorize
-      const uint8_t* __restrict b = raw_[1].data();
-      for (std::size_t i = 0; i < raw_size_; ++i) a[i] = std::max(a[i], b[i]);
-    }
-    uint8_t* dst = stack_.data() + stack_idx_ * obs_size_;
-    if (resizes())
-      resize_(raw_[0].data(), rom_.width, dst);
-    else
-      std::memcpy(dst, raw_[0].data(), raw_size_);
-    stack_idx_ = (stack_idx_ + 1) % static_cast<std::size_t>(o_.stack);
+  template <std::size_t CN>
+  static void max_colour(uint8_t* __restrict out, const uint8_t* __restrict lut, uint8_t a, uint8_t b) {
+    for (std::size_t c = 0; c < CN; ++c) out[c] = std::max(lut[CN * a + c], lut[CN * b + c]);
   }
 
   Options o_;
@@ -292,9 +328,11 @@ class Atari {
   std::mt19937 noop_rng_;
   std::uniform_int_distribution<> noop_dist_{0, o_.noop_max > 0 ? o_.noop_max - 1 : 0};
   std::size_t raw_pixels_ = 0, raw_size_ = 0, obs_size_ = 0;
-  std::vector<uint8_t> raw_[2];
+  std::vector<uint8_t> pooled_;  // the last pooled frame, before the resize (ale-py's frame buffer 0)
+  std::vector<uint8_t> older_;   // the second-to-last repeat's screen values (frame buffer 1)
+  bool older_black_ = true;      // frame buffer 1 is zeroed (reset) rather than older_
   std::vector<uint8_t> stack_;
-  std::array<uint32_t, 256> rgb_{};
+  std::array<uint8_t, 3 * 256> colour_{};
   std::array<uint8_t, 256> gray_{};
   std::size_t stack_idx_ = 0;
   AreaResize resize_;
