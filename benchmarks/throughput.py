@@ -10,9 +10,10 @@ thread × the worker threads N of each column.
 Method: every runner runs in this process tree, in one run. Each measurement builds its pool,
 warms up, then counts env-steps received over a fixed wall time. Repeats are interleaved (each
 repeat runs every runner once, in a shuffled order), so slow phases of a noisy machine hit all
-runners alike; the table reports medians over repeats. Actions are precomputed random arrays, so
-the policy costs ~nothing. The limit is ``env_limit.cc`` (``mujoco_limit.cc`` for MuJoCo
-ids), compiled here with the extension's flags.
+runners alike; the table reports medians over repeats, and a ratio is the median of the
+per-repeat ratios (the two runners measured in the same repeat, a few seconds apart). Actions
+are precomputed random arrays, so the policy costs ~nothing. The limit is ``env_limit.cc``
+(``mujoco_limit.cc`` for MuJoCo ids), compiled here with the extension's flags.
 
 Usage:
     python benchmarks/throughput.py                     # ~6 min on 2 cores
@@ -145,6 +146,15 @@ class Summary:
     min: float
     max: float
     repeats: int
+    rates: tuple[float, ...] = ()  # one per repeat, in repeat order
+
+
+def ratio(s: Summary, ref: Summary) -> float:
+    """The median of s ÷ ref over the repeats that measured both (so a slow minute of the
+    machine, which hits both runners of a repeat, cancels out)."""
+    if len(s.rates) == len(ref.rates) > 0:
+        return statistics.median(a / b for a, b in zip(s.rates, ref.rates, strict=True))
+    return s.median / ref.median
 
 
 class Meter:
@@ -663,9 +673,9 @@ def measure_all(args: argparse.Namespace, runners: list[Runner], shapes: list[Sh
 
 def summarise(measurements: list[Measurement]) -> list[Summary]:
     groups: dict[tuple[str, Shape], list[float]] = {}
-    for m in measurements:
+    for m in sorted(measurements, key=lambda m: m.repeat):
         groups.setdefault((m.runner, m.shape), []).append(m.rate)
-    return [Summary(name, shape, statistics.median(r), min(r), max(r), len(r))
+    return [Summary(name, shape, statistics.median(r), min(r), max(r), len(r), tuple(r))
             for (name, shape), r in groups.items()]
 
 
@@ -701,7 +711,8 @@ def build_table(runners: list[Runner], shapes: list[Shape], summaries: list[Summ
             if one is not None:
                 k = (c.num_threads or 1) if fam.limit_per_thread else usable_cores
                 cells[(limit_name, c)] = Summary(limit_name, one.shape, one.median * k,
-                                                 one.min * k, one.max * k, one.repeats)
+                                                 one.min * k, one.max * k, one.repeats,
+                                                 tuple(v * k for v in one.rates))
         rows += [limit_name, *(r.name for r in runners if r.group == "limit")]
     table = Table(shapes, rows, cells, unit=fam.unit)
     for (m, b), ref in fam.targets:
@@ -733,11 +744,12 @@ def render(table: Table) -> str:
                           f"{fmt_rate(s.min, table.unit)}–{fmt_rate(s.max, table.unit)}")
         for _, c, ref in table.ratio_columns:
             s, r = table.value(row, c), table.value(ref, c)
-            cells.append("—" if s is None or r is None else f"{s.median / r.median:.3g}")
+            cells.append("—" if s is None or r is None else f"{ratio(s, r):.3g}")
         lines.append("| " + " | ".join(cells) + " |")
         spread.append("| " + " | ".join(ranges) + " |")
     return "\n".join(
-        [f"**Median {table.unit} env-steps/s** (columns: M envs / B batch / N threads)", "",
+        [f"**Median {table.unit} env-steps/s** (columns: M envs / B batch / N threads; "
+         "÷: the median of the per-repeat ratios)", "",
          *lines, "", f"**Min–max over repeats, {table.unit} env-steps/s**", "", *spread])
 
 
@@ -883,7 +895,7 @@ def main(argv: list[str] | None = None) -> int:
         "table": {row: {c.label: s.median for c in table.columns
                         if (s := table.value(row, c)) is not None} for row in table.rows},
         "ratios": [{"column": title_, "config": c.label, "reference": ref,
-                    "values": {row: s.median / r.median for row in table.rows
+                    "values": {row: ratio(s, r) for row in table.rows
                                if (s := table.value(row, c)) and (r := table.value(ref, c))}}
                    for title_, c, ref in table.ratio_columns],
         "measurements": [{"runner": m.runner, **asdict(m.shape), "repeat": m.repeat,
