@@ -10,10 +10,11 @@
 // beta0*buf0, then sum += beta*buf, in source order), and rounded half to even with saturation.
 //
 // Same results, less work: OpenCV collapses a source row once per vertical table entry, and the
-// rows on cell borders belong to two output rows; here each source row is collapsed once, into
-// a cache of the last row. Every output value is still accumulated with the same operands in the
-// same order, in float, so the results are identical; the including module must be compiled
-// with -ffp-contract=off (a fused multiply-add rounds differently).
+// rows on cell borders belong to two output rows; here each source row is collapsed once, and
+// kept: a caller that knows which source rows changed since its last call (consecutive Atari
+// frames share most rows) has only those collapsed again. Every output value is still accumulated with the
+// same operands in the same order, in float, so the results are identical; the including module must be
+// compiled with -ffp-contract=off (a fused multiply-add rounds differently).
 //
 // Only shrinking with a non-integer factor on at least one axis takes this path in OpenCV; equal
 // sizes are a copy (ale-py copies); integer factors on both axes and enlarging take other
@@ -60,7 +61,7 @@ class AreaResize {
         col_alpha_[x] = t.alpha;
       }
     }
-    row_buf_.assign(static_cast<std::size_t>(dst_w * channels), 0.0f);
+    collapsed_.assign(static_cast<std::size_t>(src_h * width), 0.0f);
     sum_.assign(static_cast<std::size_t>(dst_w * channels), 0.0f);
   }
 
@@ -78,21 +79,22 @@ class AreaResize {
     return nullptr;
   }
 
-  // src: src_h x src_w x channels bytes; dst: dst_h x dst_w x channels bytes.
-  void operator()(const uint8_t* src, int src_w, uint8_t* dst) {
+  // src: src_h x src_w x channels bytes; dst: dst_h x dst_w x channels bytes. Each source row
+  // is collapsed once, and only where `changed` (one flag per source row) says it changed since
+  // the last call: the collapsed rows are kept (the first call must flag every row).
+  void operator()(const uint8_t* src, int src_w, uint8_t* dst, const uint8_t* changed) {
     const std::size_t width = static_cast<std::size_t>(dst_w_ * cn_);
     const std::size_t src_stride = static_cast<std::size_t>(src_w * cn_);
     int cached = -1;
     int prev_dst = rows_.front().dst;
     std::fill(sum_.begin(), sum_.end(), 0.0f);
     for (const Term& r : rows_) {
-      if (r.src != cached) {
-        collapse(src + static_cast<std::size_t>(r.src) * src_stride);
-        cached = r.src;
-      }
+      const auto row = static_cast<std::size_t>(r.src);
+      if (r.src != cached && changed[row]) collapse(src + row * src_stride, collapsed_.data() + row * width);
+      cached = r.src;
       const float beta = r.alpha;
       float* __restrict sum = sum_.data();
-      const float* __restrict buf = row_buf_.data();
+      const float* __restrict buf = collapsed_.data() + row * width;
       if (r.dst != prev_dst) {
         store(dst + static_cast<std::size_t>(prev_dst) * width);
         for (std::size_t x = 0; x < width; ++x) sum[x] = beta * buf[x];
@@ -132,10 +134,9 @@ class AreaResize {
 
   // buf[x] = ((0 + S[a]*alpha_a) + S[b]*alpha_b) + ..., per channel, as OpenCV's horizontal pass;
   // with SSE2 four x at a time (the same float operations, in the same order).
-  void collapse(const uint8_t* s) {
-    const std::size_t width = row_buf_.size();
+  void collapse(const uint8_t* s, float* __restrict buf) {
+    const std::size_t width = sum_.size();
     const auto terms = static_cast<std::size_t>(terms_);
-    float* __restrict buf = row_buf_.data();
     const int* __restrict src = col_src_.data();
     const float* __restrict alpha = col_alpha_.data();
     std::size_t x = 0;
@@ -178,7 +179,7 @@ class AreaResize {
   std::vector<Term> columns_, rows_;
   std::vector<int> col_src_;
   std::vector<float> col_alpha_;
-  std::vector<float> row_buf_, sum_;
+  std::vector<float> collapsed_, sum_;  // collapsed_: src_h rows of dst_w * channels
 };
 
 }  // namespace aiopool::atari

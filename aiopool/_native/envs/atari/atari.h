@@ -88,7 +88,10 @@ class Atari {
     raw_size_ = raw_pixels_ * static_cast<std::size_t>(cn);
     obs_size_ = static_cast<std::size_t>(o_.height * o_.width * cn);
     pooled_.assign(raw_size_, 0);
-    if (o_.maxpool) older_.assign(raw_pixels_, 0);
+    last_.assign(raw_pixels_, 0);
+    if (o_.maxpool)
+      for (auto& o : older_) o.assign(raw_pixels_, 0);
+    changed_.assign(static_cast<std::size_t>(rom_.height), 1);
     stack_.assign(obs_size_ * static_cast<std::size_t>(o_.stack), 0);
     if (resizes()) resize_ = AreaResize(rom_.height, rom_.width, o_.height, o_.width, cn);
   }
@@ -136,7 +139,8 @@ class Atari {
       life_lost_ = ale_->lives() < lives_ && ale_->lives() > 0;
       if (game_over_ || elapsed_ >= o_.max_frames || (o_.episodic_life && life_lost_)) break;
       if (skip == 2 && o_.maxpool) {
-        std::memcpy(older_.data(), ale_->getScreen().getArray(), raw_pixels_);
+        older_idx_ ^= 1;  // the other buffer keeps the previous step's, for pool()'s comparison
+        std::memcpy(older_[older_idx_].data(), ale_->getScreen().getArray(), raw_pixels_);
         older_black_ = false;
       }
       grabbed = skip == 1;
@@ -273,41 +277,61 @@ class Atari {
       pool<3>(fresh, colour_.data());
     uint8_t* dst = stack_.data() + stack_idx_ * obs_size_;
     if (resizes())
-      resize_(pooled_.data(), rom_.width, dst);
+      resize_(pooled_.data(), rom_.width, dst, changed_.data());
     else
       std::memcpy(dst, pooled_.data(), raw_size_);
     stack_idx_ = (stack_idx_ + 1) % static_cast<std::size_t>(o_.stack);
   }
 
+  // Consecutive Atari frames mostly agree, so pooled_ is a cache: a screen row whose values
+  // (and, when max-pooling, the older frame's) equal those it was last pooled from keeps its
+  // pooled row, and the resize keeps that row's horizontal pass (changed_ marks the others).
+  // Within a changed row, where 16 pixels equal the older frame's, their max is looked up once.
   template <std::size_t CN>
   void pool(bool fresh, const uint8_t* __restrict lut) {
     uint8_t* __restrict out = pooled_.data();
-    const uint8_t* __restrict older = older_.data();
+    const uint8_t* __restrict older = o_.maxpool ? older_[older_idx_].data() : nullptr;
     const std::size_t n = raw_pixels_;
     const bool black = !o_.maxpool || older_black_;  // max(x, black) == x
-    if (fresh) {
-      const uint8_t* __restrict screen = ale_->getScreen().getArray();
-      if (black) {
-        for (std::size_t i = 0; i < n; ++i) colour<CN>(out + CN * i, lut, screen[i]);
-        return;
+    if (!fresh) {
+      if (!black) {
+        for (std::size_t i = 0; i < n; ++i) {
+          for (std::size_t c = 0; c < CN; ++c)
+            out[CN * i + c] = std::max(out[CN * i + c], lut[CN * older[i] + c]);
+        }
       }
-      // Consecutive frames mostly agree: where 16 pixels equal the older frame's, the max is
-      // their colour, looked up once.
-      std::size_t i = 0;
-      for (; i + 16 <= n; i += 16) {
+      std::fill(changed_.begin(), changed_.end(), 1);
+      pooled_from_ = Source::kNone;
+      return;
+    }
+    const uint8_t* __restrict screen = ale_->getScreen().getArray();
+    const Source source = black ? Source::kScreen : Source::kScreenAndOlder;
+    const bool cached = pooled_from_ == source;
+    const uint8_t* __restrict previous_older = o_.maxpool ? older_[older_idx_ ^ 1].data() : nullptr;
+    const auto w = static_cast<std::size_t>(rom_.width);
+    for (std::size_t row = 0, i0 = 0; i0 < n; ++row, i0 += w) {
+      if (cached && std::memcmp(screen + i0, last_.data() + i0, w) == 0 &&
+          (black || std::memcmp(older + i0, previous_older + i0, w) == 0)) {
+        changed_[row] = 0;
+        continue;
+      }
+      changed_[row] = 1;
+      std::size_t i = i0;
+      if (black) {
+        for (; i < i0 + w; ++i) colour<CN>(out + CN * i, lut, screen[i]);
+        continue;
+      }
+      for (; i + 16 <= i0 + w; i += 16) {
         if (std::memcmp(screen + i, older + i, 16) == 0) {
           for (std::size_t j = i; j < i + 16; ++j) colour<CN>(out + CN * j, lut, screen[j]);
         } else {
           for (std::size_t j = i; j < i + 16; ++j) max_colour<CN>(out + CN * j, lut, screen[j], older[j]);
         }
       }
-      for (; i < n; ++i) max_colour<CN>(out + CN * i, lut, screen[i], older[i]);
-    } else if (!black) {
-      for (std::size_t i = 0; i < n; ++i) {
-        for (std::size_t c = 0; c < CN; ++c)
-          out[CN * i + c] = std::max(out[CN * i + c], lut[CN * older[i] + c]);
-      }
+      for (; i < i0 + w; ++i) max_colour<CN>(out + CN * i, lut, screen[i], older[i]);
     }
+    std::memcpy(last_.data(), screen, n);
+    pooled_from_ = source;
   }
 
   template <std::size_t CN>
@@ -328,9 +352,16 @@ class Atari {
   std::mt19937 noop_rng_;
   std::uniform_int_distribution<> noop_dist_{0, o_.noop_max > 0 ? o_.noop_max - 1 : 0};
   std::size_t raw_pixels_ = 0, raw_size_ = 0, obs_size_ = 0;
+  // What pooled_ holds: kScreen: the colours of last_; kScreenAndOlder: their max with the
+  // colours of older_[older_idx_ ^ 1] (the older frame of the step before); kNone: neither.
+  enum class Source { kNone, kScreen, kScreenAndOlder };
   std::vector<uint8_t> pooled_;  // the last pooled frame, before the resize (ale-py's frame buffer 0)
-  std::vector<uint8_t> older_;   // the second-to-last repeat's screen values (frame buffer 1)
-  bool older_black_ = true;      // frame buffer 1 is zeroed (reset) rather than older_
+  Source pooled_from_ = Source::kNone;
+  std::vector<uint8_t> last_;      // the screen values pooled_ was last pooled from
+  std::vector<uint8_t> older_[2];  // the second-to-last repeat's screen values (frame buffer 1) ...
+  std::size_t older_idx_ = 0;      // ... of this step, and in the other buffer of the step before
+  bool older_black_ = true;        // frame buffer 1 is zeroed (reset) rather than older_
+  std::vector<uint8_t> changed_;   // per screen row: pooled_'s row changed in this pool()
   std::vector<uint8_t> stack_;
   std::array<uint8_t, 3 * 256> colour_{};
   std::array<uint8_t, 256> gray_{};
