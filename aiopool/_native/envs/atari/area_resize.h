@@ -12,9 +12,10 @@
 // Same results, less work: OpenCV collapses a source row once per vertical table entry, and the
 // rows on cell borders belong to two output rows; here each source row is collapsed once, and
 // kept: a caller that knows which source rows changed since its last call (consecutive Atari
-// frames share most rows) has only those collapsed again. Every output value is still accumulated with the
-// same operands in the same order, in float, so the results are identical; the including module must be
-// compiled with -ffp-contract=off (a fused multiply-add rounds differently).
+// frames share most rows) has only those collapsed again. Every output value is still
+// accumulated with the same operands in the same order, in float, so the results are identical;
+// the including module must be compiled with -ffp-contract=off (a fused multiply-add rounds
+// differently).
 //
 // Only shrinking with a non-integer factor on at least one axis takes this path in OpenCV; equal
 // sizes are a copy (ale-py copies); integer factors on both axes and enlarging take other
@@ -85,13 +86,13 @@ class AreaResize {
   void operator()(const uint8_t* src, int src_w, uint8_t* dst, const uint8_t* changed) {
     const std::size_t width = static_cast<std::size_t>(dst_w_ * cn_);
     const std::size_t src_stride = static_cast<std::size_t>(src_w * cn_);
-    int cached = -1;
+    int handled = -1;  // the last source row collapsed (or kept) in this call
     int prev_dst = rows_.front().dst;
     std::fill(sum_.begin(), sum_.end(), 0.0f);
     for (const Term& r : rows_) {
       const auto row = static_cast<std::size_t>(r.src);
-      if (r.src != cached && changed[row]) collapse(src + row * src_stride, collapsed_.data() + row * width);
-      cached = r.src;
+      if (r.src != handled && changed[row]) collapse(src + row * src_stride, collapsed_.data() + row * width);
+      handled = r.src;
       const float beta = r.alpha;
       float* __restrict sum = sum_.data();
       const float* __restrict buf = collapsed_.data() + row * width;
