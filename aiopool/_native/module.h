@@ -8,17 +8,20 @@
 //     thread woken from wait re-acquire the GIL and leave before close returns.
 // Batches leave as read-only numpy views sharing one capsule owner; its deleter only returns
 // the block to the store (no Python work, any thread that drops the last view may run it).
+// At import, the module resolves numpy's own sin/cos loops and BLAS ddot (numpy_math.h).
 #pragma once
 
 #include <nanobind/nanobind.h>
 // numpy's C API builds the batch views: ~5x cheaper per array than a DLPack round trip.
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <dlfcn.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 #include <numpy/arrayobject.h>
+#include <numpy/ufuncobject.h>
 
 #include <atomic>
 #include <chrono>
@@ -27,6 +30,7 @@
 #include <string>
 #include <thread>
 
+#include "numpy_math.h"
 #include "pool.h"
 
 namespace nb = nanobind;
@@ -192,6 +196,56 @@ void check_action_shape(PyArrayObject* a, const Space& space, std::size_t k) {
                               .c_str());
 }
 
+// The inner loop numpy runs for `ufunc` on one dtype (its loop table holds this CPU's dispatch).
+numpy_math::Loop ufunc_loop(const char* name, int typenum) {
+  nb::object u = nb::module_::import_("numpy").attr(name);
+  const auto* uf = reinterpret_cast<const PyUFuncObject*>(u.ptr());
+  for (int i = 0; i < uf->ntypes; ++i) {
+    const char* t = uf->types + static_cast<std::ptrdiff_t>(i) * uf->nargs;
+    if (t[0] == typenum && t[1] == typenum)
+      return {reinterpret_cast<numpy_math::UfuncLoop>(uf->functions[i]), uf->data ? uf->data[i] : nullptr};
+  }
+  throw std::runtime_error(std::string("numpy.") + name + " has no loop for type " + std::to_string(typenum));
+}
+
+// The cblas_ddot numpy's _multiarray_umath calls, found through its own handle (dlsym searches
+// the library and its dependencies, where numpy's OpenBLAS is). numpy's wheels import
+// scipy_cblas_ddot64_ (ILP64 scipy-openblas); other builds use one of the other spellings.
+std::string resolve_ddot(numpy_math::Kernels& k) {
+  const auto path =
+      nb::cast<std::string>(nb::module_::import_("numpy._core._multiarray_umath").attr("__file__"));
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) throw std::runtime_error("numpy's " + path + " is not loaded: " + dlerror());
+  std::string found;
+  for (const char* name : {"scipy_cblas_ddot64_", "cblas_ddot64_", "scipy_cblas_ddot", "cblas_ddot"}) {
+    void* f = dlsym(h, name);
+    if (f == nullptr) continue;
+    found = name;
+    if (found.ends_with("64_"))
+      k.ddot64 = reinterpret_cast<numpy_math::Ddot64>(f);
+    else
+      k.ddot32 = reinterpret_cast<numpy_math::Ddot32>(f);
+    break;
+  }
+  dlclose(h);  // numpy stays loaded: Python holds its own reference
+  if (found.empty()) throw std::runtime_error("numpy's BLAS exports no cblas_ddot (numpy at " + path + ")");
+  return found;
+}
+
+// Fills numpy_math::kernels() once per module; returns what was found, for diagnostics.
+nb::dict resolve_numpy_kernels() {
+  if (_import_umath() < 0) throw nb::python_error();
+  numpy_math::Kernels& k = numpy_math::kernels();
+  k.sin_f64 = ufunc_loop("sin", NPY_DOUBLE);
+  k.cos_f64 = ufunc_loop("cos", NPY_DOUBLE);
+  k.sin_f32 = ufunc_loop("sin", NPY_FLOAT);
+  k.cos_f32 = ufunc_loop("cos", NPY_FLOAT);
+  nb::dict d;
+  d["ddot"] = resolve_ddot(k);
+  d["ufunc_loops"] = nb::make_tuple("sin", "cos");
+  return d;
+}
+
 }  // namespace
 
 namespace aiopool {
@@ -201,6 +255,27 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
   m.doc() = doc;
 
   m.def("list_envs", [] { return Registry::get().ids(); });
+
+  // numpy's kernels as the envs call them (numpy_math.h); the tests compare them with numpy.
+  m.attr("numpy_kernels") = resolve_numpy_kernels();
+  m.def("_np_unary", [](const std::string& name, nb::ndarray<nb::numpy, const double, nb::ndim<1>> x) {
+    std::vector<double> out(x.shape(0));
+    for (std::size_t i = 0; i < out.size(); ++i)
+      out[i] = name == "sin" ? numpy_math::np_sin(x(i)) : numpy_math::np_cos(x(i));
+    return out;
+  });
+  m.def("_np_unary_f32", [](const std::string& name, nb::ndarray<nb::numpy, const float, nb::ndim<1>> x) {
+    std::vector<float> out(x.shape(0));
+    for (std::size_t i = 0; i < out.size(); ++i)
+      out[i] = name == "sin" ? numpy_math::np_sin(x(i)) : numpy_math::np_cos(x(i));
+    return out;
+  });
+  m.def("_np_norm", [](nb::ndarray<nb::numpy, const double, nb::ndim<2>, nb::c_contig> v) {
+    std::vector<double> out(v.shape(0));
+    for (std::size_t i = 0; i < out.size(); ++i)
+      out[i] = numpy_math::np_norm(v.data() + i * v.shape(1), v.shape(1));
+    return out;
+  });
 
   m.def("env_config", [](const std::string& id) {
     const EnvEntry& e = Registry::get().find(id);

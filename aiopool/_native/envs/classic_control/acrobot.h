@@ -4,9 +4,8 @@
 // Exact: one rk4 step over [0, dt] with gymnasium's array arithmetic in its order, `x ** 2` on
 // numpy scalars as libm pow (not x * x), `wrap` and `bound` as written. A reset draws
 // uniform(-0.1, 0.1) four times and keeps the state as float32 (`.astype(np.float32)`), so the
-// reset observation takes cos/sin of np.float32 scalars, which numpy computes with its own SIMD
-// kernel (reproduced in `numpy_sincos_f32`); after a step the state is float64 and cos/sin are
-// libm's. Actions must be 0, 1 or 2.
+// reset observation takes cos/sin of np.float32 scalars, after a step of np.float64 ones: both
+// are numpy's own loops for this CPU (np_cos / np_sin, numpy_math.h). Actions must be 0, 1 or 2.
 #pragma once
 
 #include <array>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "../../env.h"
+#include "../../numpy_math.h"
 #include "../../registry.h"
 
 namespace aiopool {
@@ -68,22 +68,22 @@ class Acrobot {
     s_[3] = bound(ns[3], -kMaxVel2, kMaxVel2);
     state_is_f32_ = false;
 
-    const bool terminated = -std::cos(s_[0]) - std::cos(s_[1] + s_[0]) > 1.0;
+    const bool terminated = -np_cos(s_[0]) - np_cos(s_[1] + s_[0]) > 1.0;
     return {terminated ? 0.0 : -1.0, terminated, false};
   }
 
   void write(Row& row) const {
     float* obs = row.obs_as<float>();
     if (state_is_f32_) {
-      obs[0] = numpy_sincos_f32(static_cast<float>(s_[0]), true);
-      obs[1] = numpy_sincos_f32(static_cast<float>(s_[0]), false);
-      obs[2] = numpy_sincos_f32(static_cast<float>(s_[1]), true);
-      obs[3] = numpy_sincos_f32(static_cast<float>(s_[1]), false);
+      obs[0] = np_cos(static_cast<float>(s_[0]));
+      obs[1] = np_sin(static_cast<float>(s_[0]));
+      obs[2] = np_cos(static_cast<float>(s_[1]));
+      obs[3] = np_sin(static_cast<float>(s_[1]));
     } else {
-      obs[0] = static_cast<float>(std::cos(s_[0]));
-      obs[1] = static_cast<float>(std::sin(s_[0]));
-      obs[2] = static_cast<float>(std::cos(s_[1]));
-      obs[3] = static_cast<float>(std::sin(s_[1]));
+      obs[0] = static_cast<float>(np_cos(s_[0]));
+      obs[1] = static_cast<float>(np_sin(s_[0]));
+      obs[2] = static_cast<float>(np_cos(s_[1]));
+      obs[3] = static_cast<float>(np_sin(s_[1]));
     }
     obs[4] = static_cast<float>(s_[2]);
     obs[5] = static_cast<float>(s_[3]);
@@ -104,14 +104,14 @@ class Acrobot {
     const double a = y[4];
     const double theta1 = y[0], theta2 = y[1], dtheta1 = y[2], dtheta2 = y[3];
     const double d1 = kM1 * (kLc1 * kLc1) +
-                      kM2 * ((kL1 * kL1) + (kLc2 * kLc2) + 2 * kL1 * kLc2 * std::cos(theta2)) + kI1 + kI2;
-    const double d2 = kM2 * ((kLc2 * kLc2) + kL1 * kLc2 * std::cos(theta2)) + kI2;
-    const double phi2 = kM2 * kLc2 * kG * std::cos(theta1 + theta2 - std::numbers::pi / 2.0);
-    const double phi1 = -kM2 * kL1 * kLc2 * pow(dtheta2, 2) * std::sin(theta2) -
-                        2 * kM2 * kL1 * kLc2 * dtheta2 * dtheta1 * std::sin(theta2) +
-                        (kM1 * kLc1 + kM2 * kL1) * kG * std::cos(theta1 - std::numbers::pi / 2) + phi2;
+                      kM2 * ((kL1 * kL1) + (kLc2 * kLc2) + 2 * kL1 * kLc2 * np_cos(theta2)) + kI1 + kI2;
+    const double d2 = kM2 * ((kLc2 * kLc2) + kL1 * kLc2 * np_cos(theta2)) + kI2;
+    const double phi2 = kM2 * kLc2 * kG * np_cos(theta1 + theta2 - std::numbers::pi / 2.0);
+    const double phi1 = -kM2 * kL1 * kLc2 * pow(dtheta2, 2) * np_sin(theta2) -
+                        2 * kM2 * kL1 * kLc2 * dtheta2 * dtheta1 * np_sin(theta2) +
+                        (kM1 * kLc1 + kM2 * kL1) * kG * np_cos(theta1 - std::numbers::pi / 2) + phi2;
     const double ddtheta2 =
-        (a + d2 / d1 * phi1 - kM2 * kL1 * kLc2 * pow(dtheta1, 2) * std::sin(theta2) - phi2) /
+        (a + d2 / d1 * phi1 - kM2 * kL1 * kLc2 * pow(dtheta1, 2) * np_sin(theta2) - phi2) /
         (kM2 * (kLc2 * kLc2) + kI2 - pow(d2, 2) / d1);
     const double ddtheta1 = -(d2 * ddtheta2 + phi1) / d1;
     return {dtheta1, dtheta2, ddtheta1, ddtheta2, 0.0};
@@ -135,42 +135,6 @@ class Acrobot {
   static double pow(double x, double y) {
     asm("" : "+x"(y));
     return std::pow(x, y);
-  }
-
-  // np.cos / np.sin of an np.float32 with |x| <= 0.1 (the reset's range). With AVX2+FMA
-  // (numpy's X86_V3 target and up) numpy runs its own SIMD kernel: Cody-Waite reduction by pi/2
-  // and minimax polynomials with fused multiply-adds; without FMA it calls libm's cosf/sinf.
-  // Checked against numpy 2.4 on every float32 with |x| <= 0.1; numpy's range reduction
-  // differs from this one for |x| above a few hundred, which Acrobot never feeds it.
-  static float numpy_sincos_f32(float x, bool cosine) {
-    static const bool kFma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (!kFma || std::isnan(x)) return cosine ? std::cos(x) : std::sin(x);
-    if (!(std::fabs(x) <= (cosine ? 71476.0625f : 117435.992f))) return cosine ? std::cos(x) : std::sin(x);
-
-    float quadrant = x * 0x1.45f306p-1f;  // 2 / pi; round to nearest integer:
-    quadrant = quadrant + 0x1.800000p+23f;
-    quadrant = quadrant - 0x1.800000p+23f;
-    float r = std::fma(quadrant, -0x1.921fb0p+00f, x);
-    r = std::fma(quadrant, -0x1.5110b4p-22f, r);
-    r = std::fma(quadrant, -0x1.846988p-48f, r);
-    const float r2 = r * r;
-
-    float c = std::fma(0x1.98e616p-16f, r2, -0x1.6c06dcp-10f);
-    c = std::fma(c, r2, 0x1.55553cp-05f);
-    c = std::fma(c, r2, -0x1.000000p-01f);
-    c = std::fma(c, r2, 0x1.000000p+00f);
-
-    float s = std::fma(0x1.7d3bbcp-19f, r2, -0x1.a06bbap-13f);
-    s = std::fma(s, r2, 0x1.11119ap-07f);
-    s = std::fma(s, r2, -0x1.555556p-03f);
-    s = std::fma(s, r2, 0.0f);
-    s = std::fma(s, r, r);
-
-    int32_t q = static_cast<int32_t>(std::nearbyint(quadrant));
-    if (cosine) q += 1;
-    float out = (q & 1) == 0 ? s : c;
-    if ((q & 2) == 2) out = 0.0f - out;
-    return out;
   }
 
   static constexpr double kDt = 0.2;

@@ -1,9 +1,10 @@
 // CartPole-v0 / CartPole-v1: gymnasium 1.4's CartPoleEnv (classic_control/cartpole.py), bit
 // for bit.
 //
-// Exact: the state stays float64 and is advanced in gymnasium's operation order (np.cos/np.sin
-// on float64 are libm's cos/sin, np.square is x * x); the observation is the state rounded to
-// float32; a reset draws uniform(-0.05, 0.05) four times, as `np_random.uniform(size=(4,))`.
+// Exact: the state stays float64 and is advanced in gymnasium's operation order (np.cos and
+// np.sin on float64 are numpy's own loops for this CPU, numpy_math.h; np.square is x * x); the
+// observation is the state rounded to float32; a reset draws uniform(-0.05, 0.05) four times,
+// as `np_random.uniform(size=(4,))`.
 // Rewards, including the ones after termination (`steps_beyond_terminated`), and the
 // `sutton_barto_reward` kwarg follow gymnasium. Actions must be 0 or 1 (gymnasium asserts).
 #pragma once
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "../../env.h"
+#include "../../numpy_math.h"
 #include "../../registry.h"
 
 namespace aiopool {
@@ -52,8 +54,8 @@ class CartPole {
 
   StepResult step(const Action* action, Rng&) {
     const double force = *action == 1 ? kForceMag : -kForceMag;
-    const double costheta = std::cos(theta_);
-    const double sintheta = std::sin(theta_);
+    const double costheta = np_cos(theta_);
+    const double sintheta = np_sin(theta_);
     const double temp = (force + kPolemassLength * (theta_dot_ * theta_dot_) * sintheta) / kTotalMass;
     const double thetaacc = (kGravity * sintheta - costheta * temp) /
                             (kLength * (4.0 / 3.0 - kMassPole * (costheta * costheta) / kTotalMass));

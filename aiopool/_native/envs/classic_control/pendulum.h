@@ -3,8 +3,9 @@
 // Exact: the state stays float64; the action is np.clip'ed as float32 and `u` stays np.float32,
 // so (NEP 50) `3.0 * u` and `0.001 * u ** 2` are float32 products; `x ** 2` on numpy scalars is
 // libm pow / powf (not x * x: they differ in ~1e-3 of cases), so it is called as such;
-// angle_normalize's `%` is numpy's floor-mod. The observation is [cos th, sin th, thdot] rounded
-// to float32; a reset draws uniform(-pi, pi) then uniform(-1, 1). `g` is gymnasium's kwarg.
+// angle_normalize's `%` is numpy's floor-mod; np.cos / np.sin are numpy's loops (numpy_math.h).
+// The observation is [cos th, sin th, thdot] rounded to float32; a reset draws uniform(-pi, pi)
+// then uniform(-1, 1). `g` is gymnasium's kwarg.
 #pragma once
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "../../env.h"
+#include "../../numpy_math.h"
 #include "../../registry.h"
 
 namespace aiopool {
@@ -49,7 +51,7 @@ class Pendulum {
     const double costs =
         pow(angle_normalize(th_), 2.0) + 0.1 * pow(thdot_, 2.0) + static_cast<double>(u_cost);
     const float u_acc = static_cast<float>(3.0 / (kM * kL * kL)) * u;
-    double newthdot = thdot_ + (3 * g_ / (2 * kL) * std::sin(th_) + static_cast<double>(u_acc)) * kDt;
+    double newthdot = thdot_ + (3 * g_ / (2 * kL) * np_sin(th_) + static_cast<double>(u_acc)) * kDt;
     newthdot = clip(newthdot, -kMaxSpeed, kMaxSpeed);
     th_ = th_ + newthdot * kDt;
     thdot_ = newthdot;
@@ -58,8 +60,8 @@ class Pendulum {
 
   void write(Row& row) const {
     float* obs = row.obs_as<float>();
-    obs[0] = static_cast<float>(std::cos(th_));
-    obs[1] = static_cast<float>(std::sin(th_));
+    obs[0] = static_cast<float>(np_cos(th_));
+    obs[1] = static_cast<float>(np_sin(th_));
     obs[2] = static_cast<float>(thdot_);
   }
 

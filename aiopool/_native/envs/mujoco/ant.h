@@ -76,8 +76,8 @@ class Ant : public MujocoEnv {
     o = put(o, d->qpos + (exclude_ ? 2 : 0), m->nq - (exclude_ ? 2 : 0));
     o = put(o, d->qvel, m->nv);
     if (cfrc_) put_clipped(o, d->cfrc_ext + 6, 6 * (m->nbody - 1), force_range_[0], force_range_[1]);
-    write_info(row, d->qpos[0], d->qpos[1], norm(d->qpos, 2), step_.vx, step_.vy, step_.forward, step_.ctrl,
-               step_.contact, step_.survive);
+    write_info(row, d->qpos[0], d->qpos[1], np_norm(d->qpos, 2), step_.vx, step_.vy, step_.forward,
+               step_.ctrl, step_.contact, step_.survive);
   }
 
  private:

@@ -120,7 +120,7 @@ class Humanoid : public HumanoidBase {
 
   void write(Row& row) const {
     write_obs(row);
-    write_info(row, d->qpos[0], d->qpos[1], tendon_length(), tendon_velocity(), norm(d->qpos, 2), step_.vx,
+    write_info(row, d->qpos[0], d->qpos[1], tendon_length(), tendon_velocity(), np_norm(d->qpos, 2), step_.vx,
                step_.vy, step_.survive, step_.forward, step_.ctrl, step_.contact);
   }
 

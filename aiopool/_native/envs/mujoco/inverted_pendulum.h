@@ -5,7 +5,7 @@
 // InvertedPendulum: obs = [qpos, qvel]; it terminates when the obs is not finite or |qpos[1]| >
 // 0.2; the reward (and info `reward_survive`, an int as in gymnasium) is 1 while alive.
 // InvertedDoublePendulum: obs = [qpos[0], sin qpos[1:], cos qpos[1:], clip(qvel), clip(
-// qfrc_constraint)[0]] (numpy's float64 sin/cos are libm's); the tip is site_xpos[0]; `x ** 2`
+// qfrc_constraint)[0]] (numpy's own sin/cos loops, numpy_math.h); the tip is site_xpos[0]; `x ** 2`
 // on numpy scalars is libm pow; its reset draws standard_normal qvel noise.
 #pragma once
 
@@ -91,8 +91,8 @@ class InvertedDoublePendulum : public MujocoEnv {
   void write(Row& row) const {
     double* o = row.obs_as<double>();
     *o++ = d->qpos[0];
-    for (int i = 1; i < 3; ++i) *o++ = std::sin(d->qpos[i]);
-    for (int i = 1; i < 3; ++i) *o++ = std::cos(d->qpos[i]);
+    for (int i = 1; i < 3; ++i) *o++ = np_sin(d->qpos[i]);
+    for (int i = 1; i < 3; ++i) *o++ = np_cos(d->qpos[i]);
     o = put_clipped(o, d->qvel, 3, -10, 10);
     *o = clip(d->qfrc_constraint[0], -10, 10);
     write_info(row, step_.survive, step_.distance, step_.velocity);

@@ -6,8 +6,9 @@
 // `_step_mujoco_simulation`: ctrl = the float32 action widened to double, mj_step frame_skip
 // times, then mj_rnePostConstraint (which fills cfrc_ext). A reset is mj_resetData, the env's
 // draws, then set_state (qpos, qvel, mj_forward). The same libmujoco binary as gymnasium's
-// (mujoco-core==4.0.0) gives the same bits; the rest is numpy's arithmetic reproduced below and
-// built with -ffp-contract=off.
+// (mujoco-core==4.0.0) gives the same bits; the rest is numpy's arithmetic, reproduced below
+// (built with -ffp-contract=off) where numpy's code is the same on every CPU, and called in
+// numpy itself where it is CPU-dispatched (np.linalg.norm, np.sin, np.cos: numpy_math.h).
 //
 // Bad actions: gymnasium hands NaN, inf and out-of-range actions to MuJoCo unchanged, and so do
 // we. MuJoCo clamps out-of-range controls of ctrl-limited actuators, zeroes a non-finite ctrl
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "../../env.h"
+#include "../../numpy_math.h"
 #include "../../registry.h"
 #include "../../rng_normal.h"
 
@@ -70,13 +72,6 @@ T sum_of_squares(const T* a, std::size_t n) {
   sq.resize(n);
   for (std::size_t i = 0; i < n; ++i) sq[i] = a[i] * a[i];
   return pairwise_sum(sq.data(), n);
-}
-
-// np.linalg.norm(v) of a short float64 vector: sqrt(v.dot(v)), summed in order.
-inline double norm(const double* v, std::size_t n) {
-  double s = 0.0;
-  for (std::size_t i = 0; i < n; ++i) s += v[i] * v[i];
-  return std::sqrt(s);
 }
 
 // np.clip(x, lo, hi): NaN passes through.

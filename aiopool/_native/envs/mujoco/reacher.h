@@ -40,7 +40,7 @@ class Reacher : public MujocoEnv {
     do {
       goal[0] = rng.uniform(-0.2, 0.2);
       goal[1] = rng.uniform(-0.2, 0.2);
-    } while (!(norm(goal, 2) < 0.2));
+    } while (!(np_norm(goal, 2) < 0.2));
     qpos[2] = goal[0];
     qpos[3] = goal[1];
     std::vector<double> qvel = noisy_qvel_uniform(rng, 0.005);
@@ -54,15 +54,15 @@ class Reacher : public MujocoEnv {
     do_simulation(action);
     double vec[3];
     for (int j = 0; j < 3; ++j) vec[j] = xpos(fingertip_)[j] - xpos(target_)[j];
-    dist_ = -norm(vec, 3) * dist_w_;
+    dist_ = -np_norm(vec, 3) * dist_w_;
     ctrl_ = -sum_of_squares(action, static_cast<std::size_t>(m->nu)) * ctrl_w_;
     return {dist_ + static_cast<double>(ctrl_), false, false};
   }
 
   void write(Row& row) const {
     double* o = row.obs_as<double>();
-    for (int i = 0; i < 2; ++i) *o++ = std::cos(d->qpos[i]);
-    for (int i = 0; i < 2; ++i) *o++ = std::sin(d->qpos[i]);
+    for (int i = 0; i < 2; ++i) *o++ = np_cos(d->qpos[i]);
+    for (int i = 0; i < 2; ++i) *o++ = np_sin(d->qpos[i]);
     o = put(o, d->qpos + 2, 2);
     o = put(o, d->qvel, 2);
     for (int j = 0; j < 2; ++j) *o++ = xpos(fingertip_)[j] - xpos(target_)[j];
@@ -108,7 +108,7 @@ class Pusher : public MujocoEnv {
     do {
       cylinder[0] = rng.uniform(-0.3, 0);
       cylinder[1] = rng.uniform(-0.2, 0.2);
-    } while (!(norm(cylinder, 2) > 0.17));  // goal_pos is (0, 0)
+    } while (!(np_norm(cylinder, 2) > 0.17));  // goal_pos is (0, 0)
     qpos[7] = cylinder[0];
     qpos[8] = cylinder[1];
     qpos[9] = qpos[10] = 0;
@@ -125,8 +125,8 @@ class Pusher : public MujocoEnv {
       v1[j] = xpos(object_)[j] - xpos(tips_arm_)[j];
       v2[j] = xpos(object_)[j] - xpos(goal_)[j];
     }
-    const double near = -norm(v1, 3) * near_w_;
-    const double dist = -norm(v2, 3) * dist_w_;
+    const double near = -np_norm(v1, 3) * near_w_;
+    const double dist = -np_norm(v2, 3) * dist_w_;
     const float ctrl = -sum_of_squares(action, static_cast<std::size_t>(m->nu)) * ctrl_w_;
     step_ = {dist, ctrl, near};
     return {(dist + static_cast<double>(ctrl)) + near, false, false};

@@ -51,7 +51,8 @@ class Swimmer : public MujocoEnv {
     double* o = row.obs_as<double>();
     o = put(o, d->qpos + (exclude_ ? 2 : 0), m->nq - (exclude_ ? 2 : 0));
     put(o, d->qvel, m->nv);
-    write_info(row, d->qpos[0], d->qpos[1], norm(d->qpos, 2), step_.vx, step_.vy, step_.forward, step_.ctrl);
+    write_info(row, d->qpos[0], d->qpos[1], np_norm(d->qpos, 2), step_.vx, step_.vy, step_.forward,
+               step_.ctrl);
   }
 
  private:

@@ -1,0 +1,94 @@
+// numpy's own CPU-dispatched kernels, for the arithmetic the reference envs do through numpy.
+//
+// A reference env that calls np.sin / np.cos on a float64 or float32 value runs numpy's ufunc
+// inner loop for this CPU (libm on X86_V2/V3; SVML on AVX-512 for float64; numpy's own FMA
+// polynomial for float32), and np.linalg.norm(v) is sqrt(0.0 + cblas_ddot(v, v)) in the OpenBLAS
+// numpy ships, whose kernel OpenBLAS picks per CPU (Haswell and SkylakeX kernels round
+// differently). A hand-written loop can match only one of those. So the module resolves, once at
+// import, the very functions numpy itself calls (module.h: the ufunc objects' loop tables and
+// the ddot symbol numpy's _multiarray_umath imports) and stores them here; envs call np_sin,
+// np_cos and np_norm, which give numpy's result on any CPU and any OpenBLAS core type.
+//
+// Threads: the table is written on the importing thread before any pool exists and only read
+// afterwards (workers call the kernels concurrently; both the loops and ddot are reentrant).
+// Standalone C++ builds (benchmarks/env_limit.cc, tests/native) have no numpy: the table stays
+// empty and the functions fall back to libm and a summing loop, which is numpy's result on
+// X86_V2/V3 CPUs with OpenBLAS's Haswell kernel, not in general.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+namespace aiopool::numpy_math {
+
+// numpy's PyUFuncGenericFunction, with npy_intp spelled as intptr_t.
+using UfuncLoop = void (*)(char** args, const intptr_t* dims, const intptr_t* steps, void* data);
+// cblas_ddot with 64-bit (ILP64, numpy's wheels) or 32-bit integers.
+using Ddot64 = double (*)(int64_t n, const double* x, int64_t incx, const double* y, int64_t incy);
+using Ddot32 = double (*)(int n, const double* x, int incx, const double* y, int incy);
+
+struct Loop {
+  UfuncLoop fn = nullptr;
+  void* data = nullptr;
+};
+
+struct Kernels {
+  Loop sin_f64, cos_f64, sin_f32, cos_f32;
+  Ddot64 ddot64 = nullptr;
+  Ddot32 ddot32 = nullptr;
+};
+
+inline Kernels& kernels() {
+  static Kernels k;
+  return k;
+}
+
+template <class T>
+T call_unary(const Loop& loop, T x) {
+  T out;
+  char* args[2] = {reinterpret_cast<char*>(&x), reinterpret_cast<char*>(&out)};
+  const intptr_t dims[1] = {1};
+  const intptr_t steps[2] = {sizeof(T), sizeof(T)};
+  loop.fn(args, dims, steps, loop.data);
+  return out;
+}
+
+// np.sin / np.cos of a numpy float64 or float32 (a scalar or an array element).
+inline double np_sin(double x) {
+  const Loop& l = kernels().sin_f64;
+  return l.fn ? call_unary(l, x) : std::sin(x);
+}
+inline double np_cos(double x) {
+  const Loop& l = kernels().cos_f64;
+  return l.fn ? call_unary(l, x) : std::cos(x);
+}
+inline float np_sin(float x) {
+  const Loop& l = kernels().sin_f32;
+  return l.fn ? call_unary(l, x) : std::sin(x);
+}
+inline float np_cos(float x) {
+  const Loop& l = kernels().cos_f32;
+  return l.fn ? call_unary(l, x) : std::cos(x);
+}
+
+// v.dot(v) of a contiguous float64 vector, as numpy's DOUBLE_dot computes it: 0.0 + cblas_ddot.
+inline double np_dot_self(const double* v, std::size_t n) {
+  const Kernels& k = kernels();
+  double sum = 0.0;
+  if (k.ddot64 != nullptr) return sum + k.ddot64(static_cast<int64_t>(n), v, 1, v, 1);
+  if (k.ddot32 != nullptr) return sum + k.ddot32(static_cast<int>(n), v, 1, v, 1);
+  for (std::size_t i = 0; i < n; ++i) sum += v[i] * v[i];
+  return sum;
+}
+
+// np.linalg.norm(v) (ord None or 2) of a contiguous float64 vector: sqrt(v.dot(v)).
+inline double np_norm(const double* v, std::size_t n) { return std::sqrt(np_dot_self(v, n)); }
+
+}  // namespace aiopool::numpy_math
+
+namespace aiopool {
+using numpy_math::np_cos;
+using numpy_math::np_norm;
+using numpy_math::np_sin;
+}  // namespace aiopool

@@ -1,0 +1,103 @@
+"""Parity on every CPU: the envs compute what numpy computes, whichever kernels numpy picks.
+
+numpy picks CPU-specific code at run time: OpenBLAS chooses a ddot kernel per CPU (its SkylakeX
+kernel rounds np.linalg.norm differently from its Haswell one), and numpy's ufuncs choose a loop
+per CPU (SVML sin/cos for float64 on AVX-512, an FMA polynomial for float32 on AVX2). The native
+modules call numpy's own kernels (aiopool/_native/numpy_math.h). These tests check that they are
+numpy's, and run the parity suites in subprocesses under other OpenBLAS core types and with
+numpy's SIMD targets switched off, so one machine stands in for others.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aiopool.registry import _modules
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _openblas_corename() -> bytes | None:
+    """The OpenBLAS kernel family numpy's BLAS runs on this CPU, or None if it is no OpenBLAS."""
+    lib = ctypes.CDLL(np._core._multiarray_umath.__file__)
+    for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename",
+                 "openblas_get_corename64_", "openblas_get_corename"):
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype = ctypes.c_char_p
+            return bytes(fn())
+    return None
+
+
+@pytest.mark.parametrize("module", _modules(), ids=lambda m: m.__name__.rsplit(".", 1)[1])
+def test_the_envs_kernels_are_numpys_own(module: object) -> None:
+    rng = np.random.default_rng(0)
+    x64 = np.concatenate([rng.uniform(-4, 4, 50_000), rng.uniform(-1e3, 1e3, 20_000)])
+    x32 = x64.astype(np.float32)
+    for name in ("sin", "cos"):
+        ours = np.array(module._np_unary(name, x64))  # type: ignore[attr-defined]
+        np.testing.assert_array_equal(ours, getattr(np, name)(x64), err_msg=f"float64 {name}")
+        ours32 = np.array(module._np_unary_f32(name, x32), dtype=np.float32)  # type: ignore[attr-defined]
+        np.testing.assert_array_equal(ours32, getattr(np, name)(x32), err_msg=f"float32 {name}")
+    for n in (2, 3, 7):
+        v = rng.standard_normal((20_000, n))
+        ours = np.array(module._np_norm(v))  # type: ignore[attr-defined]
+        ref = np.array([np.linalg.norm(row) for row in v])
+        assert np.array_equal(ours, ref), f"np.linalg.norm of {n}-vectors differs in " \
+            f"{int((ours != ref).sum())} of {len(v)} cases"
+
+
+def test_float32_sin_is_numpys_loop_not_libm() -> None:
+    """Where numpy's float32 loop differs from libm (AVX2 + FMA and up), ours follows numpy:
+    the resolution found numpy's dispatched loop, not a libm fallback."""
+    x = np.random.default_rng(1).uniform(-3, 3, 20_000).astype(np.float32)
+    libm = np.array([math.sin(float(v)) for v in x], dtype=np.float32)
+    if np.array_equal(libm, np.sin(x)):
+        pytest.skip("numpy's float32 sin equals libm's on this CPU (no FMA target)")
+    ours = np.array(_modules()[0]._np_unary_f32("sin", x), dtype=np.float32)
+    np.testing.assert_array_equal(ours, np.sin(x))
+
+
+# (environment, what OpenBLAS must report, if anything); ~20 s each, so the default run takes
+# the AVX-512 kernels and numpy's baseline loops, the slow run every core type.
+_SLOW = pytest.mark.slow
+MATRIX = [
+    pytest.param({"OPENBLAS_CORETYPE": "SkylakeX"}, b"SkylakeX", id="SkylakeX"),
+    pytest.param({"NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"}, None,
+                 id="numpy-baseline"),
+    pytest.param({"OPENBLAS_CORETYPE": "Prescott"}, None, id="Prescott", marks=_SLOW),
+    pytest.param({"OPENBLAS_CORETYPE": "Haswell"}, b"Haswell", id="Haswell", marks=_SLOW),
+    pytest.param({"OPENBLAS_CORETYPE": "Zen"}, None, id="Zen", marks=_SLOW),
+    pytest.param({"OPENBLAS_CORETYPE": "Cooperlake"}, None, id="Cooperlake", marks=_SLOW),
+]
+PARITY = ["tests/test_parity_mujoco.py::test_default_kwargs_match_gymnasium",
+          "tests/test_parity_classic_control.py", "tests/test_cpu_dispatch.py::"
+          "test_the_envs_kernels_are_numpys_own"]
+
+
+@pytest.mark.parametrize(("env", "corename"), MATRIX)
+def test_parity_under_other_cpus_kernels(env: dict[str, str], corename: bytes | None) -> None:
+    if _openblas_corename() is None:
+        pytest.skip("numpy's BLAS is not OpenBLAS: OPENBLAS_CORETYPE does not apply")
+    full = {**os.environ, **env}
+    if corename is not None:
+        probe = subprocess.run(
+            [sys.executable, "-c", "from tests.test_cpu_dispatch import _openblas_corename as c;"
+             " print(c().decode())"], cwd=ROOT, env=full, capture_output=True, text=True,
+            timeout=60)
+        assert probe.stdout.strip() == corename.decode(), (
+            f"OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']} should run OpenBLAS's "
+            f"{corename.decode()} kernels, got {probe.stdout.strip()!r} {probe.stderr[-500:]}")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                        "-m", "not slow", *PARITY], cwd=ROOT, env=full, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, f"parity with {env} failed:\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}"
+    assert " passed" in r.stdout.splitlines()[-1], r.stdout[-500:]
