@@ -21,7 +21,7 @@ import os
 import time
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -104,13 +104,15 @@ class Pool:
 
     # -- sending --------------------------------------------------------------------------
 
-    def async_reset(self, seed: int | None = None,
+    def async_reset(self, seed: int | Sequence[int | None] | None = None,
                     env_ids: npt.ArrayLike | None = None) -> None:
         """Reset envs without waiting; their first observations arrive through ``recv``.
 
         Args:
-            seed: re-seed env ``i`` with ``seed + i`` (as ``gymnasium.make(id).reset(seed=seed
-                + i)``). None continues each env's random stream, as gymnasium's unseeded
+            seed: an int re-seeds env ``i`` with ``seed + i`` (as ``gymnasium.make(id).reset(
+                seed=seed + i)``); a sequence gives the k-th env of ``env_ids`` the seed
+                ``seed[k]`` (None: not re-seeded), as gymnasium's vector envs take a list of
+                seeds. None continues each env's random stream, as gymnasium's unseeded
                 ``reset()`` does (the first reset uses the seed given to ``make``).
             env_ids: the envs to reset (default all). None of them may have an action in flight.
         """
@@ -135,6 +137,8 @@ class Pool:
         if self._state is not PoolState.OPEN:
             self._check_open()
         ids = self._all_ids if env_ids is None else env_ids
+        if self._returned:
+            self._check_not_given_back(ids)
         try:
             self._native.send(actions, ids)  # numpy arrays of the right dtypes: no conversion
         except TypeError:  # convert, or explain what is wrong
@@ -144,8 +148,11 @@ class Pool:
     # -- receiving ------------------------------------------------------------------------
 
     def try_recv(self) -> Batch | None:
-        """The next finished batch, or None at once if none is ready."""
+        """The next finished batch, or None at once if none is ready (or every ready batch is
+        owed to a ``recv`` that is already waiting: waiters are served first, in order)."""
         self._check_open()
+        if self._doorbell.serve():
+            return None
         return self._take()
 
     async def recv(self, timeout: float | None = None) -> Batch:
@@ -170,11 +177,7 @@ class Pool:
             self._check_open()
             self._streak = 0
             self._last_yield = time.perf_counter_ns()
-        batch = self._take()
-        if batch is not None:
-            return batch
-        self._check_can_complete(self._doorbell.num_waiting)
-        batch = self._spin(timeout)
+        batch = self._take_in_turn(timeout)
         if batch is not None:
             return batch
         self._streak = 0
@@ -185,7 +188,7 @@ class Pool:
             return await self._doorbell.wait()
 
     async def stream(self) -> AsyncIterator[Batch]:
-        """Receive batches forever; ends when the pool closes.
+        """Receive batches forever; ends when the pool closes (at once if it is closed).
 
         Resets every env first if the pool was never reset. Send each batch's actions
         (``batch.send(...)``) before asking for the next one, or the stream runs dry and
@@ -194,6 +197,8 @@ class Pool:
         Cancellation: as ``recv``; a batch received but not yet yielded goes back to the queue.
         """
         if not self._ever_reset:
+            if self._state is PoolState.CLOSED:
+                return
             self.async_reset()
         while True:
             try:
@@ -237,11 +242,7 @@ class Pool:
         self._check_open()
         if timeout is not None:
             timeout = _finite_or_none(timeout)
-        batch = self._take()
-        if batch is not None:
-            return batch
-        self._check_can_complete(0)
-        batch = self._spin(timeout)
+        batch = self._take_in_turn(timeout)
         if batch is not None:
             return batch
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -249,11 +250,48 @@ class Pool:
             remaining = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
             self._native.wait(remaining)
             self._check_open()
+            if not self._doorbell.serve():
+                batch = self._take()
+                if batch is not None:
+                    return batch
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"no batch arrived within {timeout} s")
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Hand out a partly filled batch: the rows finished since the last full one.
+
+        A batch normally holds ``batch_size`` rows. After a send (or ``async_reset``) of fewer
+        envs than that, ``flush`` waits (GIL released, as ``recv_blocking``) until every env
+        step sent so far has finished, then publishes the rows written since the last full
+        batch as one short batch (``len(batch) < batch_size``) that the next ``recv``,
+        ``try_recv`` or ``recv_blocking`` returns. Later sends fill new batches as before.
+
+        Returns:
+            The short batch's rows; 0 if there were none (every batch was full); -1 if env
+            steps were still in flight when ``timeout`` ran out (nothing was published).
+
+        Raises:
+            PoolClosed: the pool is closed.
+        """
+        self._check_open()
+        if timeout is not None:
+            timeout = _finite_or_none(timeout)
+        rows = int(self._native.flush(-1.0 if timeout is None else timeout))
+        if rows > 0:
+            self._doorbell.serve()
+        return rows
+
+    def _take_in_turn(self, timeout: float | None) -> Batch | None:
+        """The ladder's first rungs, in turn with receivers already parked: serve those first
+        (FIFO), then take a ready batch; else raise NothingInFlight if none can come for this
+        caller, else spin (only if nobody is parked: what the spin catches is theirs)."""
+        waiting = self._doorbell.serve()
+        if not waiting:
             batch = self._take()
             if batch is not None:
                 return batch
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"no batch arrived within {timeout} s")
+        self._check_can_complete(waiting)
+        return None if waiting else self._spin(timeout)
 
     def _spin(self, timeout: float | None) -> Batch | None:
         """Busy-poll for a batch for up to recv_spin_us (and the timeout), adaptively."""
@@ -325,16 +363,33 @@ class Pool:
                 "parent process. Make a new pool in the child.")
 
     def _check_can_complete(self, waiters: int) -> None:
-        # rows_unpublished is read before ready_count: see Pool::rows_unpublished in pool.h.
-        unpublished = self._native.rows_unpublished
-        if self._returned or self._native.ready_count:
+        """Raise NothingInFlight unless a batch will come for this receiver after ``waiters``
+        parked ones. Exact: rows fill blocks in claim order, so of the rows sent and not yet
+        taken (counted on this thread only), every whole ``batch_size`` of them will be a
+        batch, and the rest wait for more sends."""
+        untaken = self._native.rows_in_flight
+        coming = len(self._returned) + untaken // self.batch_size
+        if coming > waiters:
             return
-        missing = self.batch_size * (waiters + 1) - unpublished
-        if missing > 0:
-            raise NothingInFlight(
-                f"recv() would wait forever: {unpublished} env steps are in flight "
-                f"({waiters} other receivers waiting) and batch_size is {self.batch_size}; "
-                f"send actions (or async_reset) for at least {missing} more envs first")
+        missing = self.batch_size * (waiters + 1 - len(self._returned)) - untaken
+        raise NothingInFlight(
+            f"recv() would wait forever: {untaken} env steps are in flight "
+            f"({waiters} other receivers waiting) and batch_size is {self.batch_size}; "
+            f"send actions (or async_reset) for at least {missing} more envs first")
+
+    def _check_not_given_back(self, env_ids: npt.ArrayLike) -> None:
+        """A result a cancelled receiver gave back is still to be received: its env is not
+        idle for the user yet, so a send to it is refused (cancelling changes nothing)."""
+        held = np.concatenate([b.env_id for b in self._returned])
+        ids = np.asarray(env_ids)
+        if ids.dtype.kind not in "iu":
+            return  # refused with a clearer message by the checks that follow
+        clash = np.intersect1d(held, ids)
+        if clash.size:
+            raise ValueError(
+                f"send: env {int(clash[0])} has a result that has not been received yet (a "
+                "cancelled recv put its batch back in the queue); receive it before sending "
+                "that env another action")
 
     def _check_step_allowed(self) -> None:
         self._check_open()
@@ -373,9 +428,15 @@ class Pool:
                 "one action per env in env_ids")
         return np.ascontiguousarray(a, dtype=self._action_dtype)
 
-    def _stage_seeds(self, ids: npt.NDArray[np.int32], seed: int | None) -> None:
-        states = seed_states(seed, ids)
-        self._native.stage_seeds(ids, states, int_seeds(seed, ids, self._max_seed, states))
+    def _stage_seeds(self, ids: npt.NDArray[np.int32],
+                     seed: int | Sequence[int | None] | None) -> None:
+        """Seed ``ids`` at their next reset (``seed=None``: every env from fresh entropy)."""
+        seeds = None
+        if seed is not None:
+            ids, seeds = per_env_seeds(seed, ids, self._max_seed)
+        states = seed_states(seeds, len(ids))
+        self._native.stage_seeds(np.ascontiguousarray(ids, dtype=np.int32), states,
+                                 int_seeds(seeds, self._max_seed, states))
 
 
 def _finite_or_none(timeout: float | None) -> float | None:
@@ -387,44 +448,68 @@ def _finite_or_none(timeout: float | None) -> float | None:
     return None if timeout > 0 else 0.0
 
 
-def seed_states(seed: int | None, env_ids: npt.NDArray[np.int32]) -> npt.NDArray[np.uint64]:
-    """numpy PCG64 states of ``SeedSequence(seed + i)`` as (state_hi, state_lo, inc_hi, inc_lo).
+def per_env_seeds(seed: int | Sequence[int | None], env_ids: npt.NDArray[np.int32],
+                  max_seed: int) -> tuple[npt.NDArray[np.int32], list[int]]:
+    """The envs to re-seed and their seeds: ``seed + i`` for an int, ``seed[k]`` for the k-th of
+    ``env_ids`` for a sequence (None: that env is not re-seeded, as gymnasium's
+    ``reset(seed=None)``).
 
-    These are exactly what gymnasium's ``np_random`` starts from after ``reset(seed=seed + i)``.
-    With ``seed=None`` every env gets fresh OS entropy.
+    Raises:
+        ValueError: a seed that is not a non-negative int, a sequence of the wrong length, or
+            a seed above what the env accepts (``max_seed``; -1: anything).
     """
-    if seed is not None and (not isinstance(seed, int | np.integer) or seed < 0):
-        raise ValueError(f"seed is {seed!r}, expected a non-negative int or None")
-    out = np.empty((len(env_ids), 4), dtype=np.uint64)
+    if isinstance(seed, int | np.integer) and not isinstance(seed, bool | np.bool_):
+        if seed < 0:
+            raise ValueError(f"seed is {seed!r}, expected a non-negative int or None")
+        ids, seeds = env_ids, [int(seed) + i for i in env_ids.tolist()]
+    elif isinstance(seed, str | bytes) or not isinstance(seed, Sequence | np.ndarray):
+        raise ValueError(f"seed is {seed!r}, expected None, a non-negative int or a sequence "
+                         "with one int (or None) per env in env_ids")
+    else:
+        listed = list(seed)
+        if len(listed) != len(env_ids):
+            raise ValueError(f"seed has {len(listed)} entries, expected one per env in env_ids "
+                             f"({len(env_ids)})")
+        for k, s in enumerate(listed):
+            if s is not None and (not isinstance(s, int | np.integer)
+                                  or isinstance(s, bool | np.bool_) or s < 0):
+                raise ValueError(f"seed[{k}] is {s!r}, expected a non-negative int or None")
+        keep = [k for k, s in enumerate(listed) if s is not None]
+        ids, seeds = env_ids[keep], [int(s) for s in listed if s is not None]
+    if 0 <= max_seed < max(seeds, default=0):
+        k = int(np.argmax(seeds))
+        raise ValueError(f"env {int(ids[k])} would get the seed {seeds[k]}, but this env takes "
+                         f"seeds up to {max_seed} (a C int, as its reference does)")
+    return ids, seeds
+
+
+def seed_states(seeds: list[int] | None, n: int) -> npt.NDArray[np.uint64]:
+    """numpy PCG64 states of ``SeedSequence(s)`` for each seed, as (state_hi, state_lo, inc_hi,
+    inc_lo): exactly what gymnasium's ``np_random`` starts from after ``reset(seed=s)``. With
+    ``seeds=None``, ``n`` states from fresh OS entropy.
+    """
+    out = np.empty((n, 4), dtype=np.uint64)
     mask = (1 << 64) - 1
-    for row, i in enumerate(env_ids.tolist()):
-        seq = np.random.SeedSequence(None if seed is None else int(seed) + i)
+    for row in range(n):
+        seq = np.random.SeedSequence(None if seeds is None else seeds[row])
         st = np.random.PCG64(seq).state["state"]
         s, inc = int(st["state"]), int(st["inc"])
         out[row] = (s >> 64, s & mask, inc >> 64, inc & mask)
     return out
 
 
-def int_seeds(seed: int | None, env_ids: npt.NDArray[np.int32], max_seed: int,
+def int_seeds(seeds: list[int] | None, max_seed: int,
               states: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-    """The integer seed of each env, ``seed + i``, for envs whose reference seeds its own
-    generators with it (Atari: ALE's RNG and the noop-reset ``std::mt19937``, as ale-py's
-    ``AtariVectorEnv.reset(seed=seed)`` does); other envs ignore it. With ``seed=None``, a
-    number drawn from the fresh entropy in ``states``.
-
-    Raises:
-        ValueError: ``seed + i`` exceeds what the env accepts (``max_seed``; -1: anything).
+    """The integer seed of each env, for envs whose reference seeds its own generators with it
+    (Atari: ALE's RNG and the noop-reset ``std::mt19937``, as ale-py's
+    ``AtariVectorEnv.reset(seed=seed)`` does); other envs ignore it. -1 where a seed is at least
+    2**63 (only numpy's SeedSequence sees those). With ``seeds=None``, a number drawn from the
+    fresh entropy in ``states``.
     """
-    if seed is None:
+    if seeds is None:
         limit = max_seed if max_seed >= 0 else 2**62
         return (states[:, 1] % np.uint64(limit + 1)).astype(np.int64)
-    top = int(seed) + int(env_ids.max(initial=0))
-    if 0 <= max_seed < top:
-        raise ValueError(f"seed {seed} gives env {int(env_ids.max())} the seed {top}, but this "
-                         f"env takes seeds up to {max_seed} (a C int, as its reference does)")
-    if top >= 2**63:  # only numpy's SeedSequence sees seeds this large
-        return np.full(len(env_ids), -1, dtype=np.int64)
-    return env_ids.astype(np.int64) + int(seed)
+    return np.array([s if s < 2**63 else -1 for s in seeds], dtype=np.int64)
 
 
 def _taker(native: Any, returned: deque[Batch], names: tuple[str, ...],

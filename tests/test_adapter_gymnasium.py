@@ -197,11 +197,41 @@ def test_per_env_seed_list_matches_gymnasium() -> None:
         obs_ref, _ = ref.reset(seed=seeds)
         obs, _ = ours.reset(seed=seeds)
         _same(obs_ref[[0, 1, 3]], obs[[0, 1, 3]], "seeded rows")
-        with pytest.raises(ValueError, match=r"seed\[3\] is 1, expected None or an int >= 3"):
-            ours.reset(seed=[0, 1, 2, 1])
+        for seeds in ([0, 1, 2, 1], [5, 0, 0, 0], [0, 0, 0, 0], [2**40, 3, None, 0]):
+            obs_ref, _ = ref.reset(seed=seeds)
+            obs, _ = ours.reset(seed=seeds)
+            rows = [i for i, s in enumerate(seeds) if s is not None]
+            _same(obs_ref[rows], obs[rows], f"seeds {seeds}")
+            actions = np.ones(NUM_ENVS, dtype=np.int64)
+            _same(ref.step(actions)[0][rows], ours.step(actions)[0][rows], f"step after {seeds}")
         with pytest.raises(ValueError, match="expected None, an int or a list of 4"):
             ours.reset(seed=[1, 2])
+        with pytest.raises(ValueError, match=r"seed\[1\] is -1, expected a non-negative int"):
+            ours.reset(seed=[0, -1, 0, 0])
         ours.step(np.zeros(NUM_ENVS, dtype=np.int64))  # still usable
+
+
+def test_the_adapter_holds_exactly_num_envs_envs_and_resets_subsets() -> None:
+    """Partial resets (reset_mask) hand out a short batch: no hidden filler envs."""
+    ref, ours = _pair("CartPole-v1", AutoresetMode.NEXT_STEP)
+    with closing(ref), closing(ours):
+        pool = ours._steps.pool  # type: ignore[attr-defined]
+        assert pool.num_envs == NUM_ENVS
+        ref.reset(seed=3)
+        ours.reset(seed=3)
+        actions = np.zeros(NUM_ENVS, dtype=np.int64)
+        for step in range(60):
+            mask = np.zeros(NUM_ENVS, dtype=bool)
+            mask[step % NUM_ENVS] = True
+            if step % 7 == 0:
+                obs_ref, _ = ref.reset(options={"reset_mask": mask})
+                obs, _ = ours.reset(options={"reset_mask": mask})
+                _same(obs_ref[mask], obs[mask], f"partial reset {step}")
+            r = ref.step(actions)
+            o = ours.step(actions)
+            for k, name in enumerate(("obs", "reward", "terminated", "truncated")):
+                _same(r[k], o[k], f"{name} at step {step}")
+        assert pool.num_envs == NUM_ENVS
 
 
 def test_bad_input_is_refused_and_nothing_is_lost(cartpole: GymnasiumVectorEnv) -> None:

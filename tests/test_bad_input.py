@@ -83,3 +83,50 @@ async def test_step_needs_idle_envs_and_divisible_batches() -> None:
         pool.async_reset()
         with pytest.raises(ValueError, match="idle"):
             await pool.step(np.zeros(4, dtype=np.int64))
+
+
+@pytest.mark.parametrize("order", [">", "<"])
+def test_arrays_of_either_byte_order_are_converted_never_reinterpreted(order: str) -> None:
+    with counting(num_envs=2, batch_size=1, num_threads=1, num_actions=1000) as pool:
+        pool.async_reset()
+        for _ in range(2):
+            pool.recv_blocking(timeout=5)
+        pool.send(np.array([7], dtype=f"{order}i8"), np.array([1], dtype=f"{order}i4"))
+        batch = pool.recv_blocking(timeout=5)
+        assert batch.env_id.tolist() == [1] and batch.reward.tolist() == [7.0]
+        with pytest.raises(ValueError, match="expected 0 <= action < 1000"):
+            pool.send(np.array([2**56], dtype=f"{order}i8"), [1])
+        pool.send(np.array([5], dtype=f"{order}i8"), [1])  # the refused send changed nothing
+        assert pool.recv_blocking(timeout=5).reward.tolist() == [5.0]
+    with aiopool.make("Pendulum-v1", num_envs=1, batch_size=1, num_threads=1, seed=0) as pool, \
+            aiopool.make("Pendulum-v1", num_envs=1, batch_size=1, num_threads=1, seed=0) as ref:
+        for p in (pool, ref):
+            p.async_reset()
+            p.recv_blocking(timeout=5)
+        pool.send(np.array([[1.5]], dtype=f"{order}f4"))
+        ref.send(np.array([[1.5]], dtype=np.float32))
+        assert np.array_equal(pool.recv_blocking(timeout=5).obs, ref.recv_blocking(timeout=5).obs)
+
+
+def test_odd_arrays_are_converted_or_refused() -> None:
+    with counting(num_envs=4, batch_size=2, num_threads=1) as pool:
+        pool.async_reset()
+        for _ in range(2):
+            pool.recv_blocking(timeout=5)
+        strided = np.array([3, 0, 4, 0], dtype=np.int64)[::2]
+        pool.send(strided, np.array([2, 0, 3, 0], dtype=np.int32)[::2])
+        batch = pool.recv_blocking(timeout=5)
+        assert dict(zip(batch.env_id.tolist(), batch.reward.tolist(), strict=True)) == \
+            {2: 3.0, 3: 4.0}
+        for actions, ids, match in [
+            (np.array([True, False]), [0, 1], "expected integers"),
+            (np.array([1, 2], dtype=object), [0, 1], "expected integers"),
+            (np.zeros(2, np.int64), np.array([True, False]), "env_ids"),
+            (np.zeros(2, np.int64), np.array([0, 1], dtype=object), "env_ids"),
+            (np.zeros(2, np.int64), np.array([0.0, 1.0]), "env_ids"),
+        ]:
+            with pytest.raises(ValueError, match=match):
+                pool.send(actions, ids)
+        pool.send(np.zeros(0, np.int64), np.zeros(0, np.int32))  # nothing to step: a no-op
+        pool.send(np.ones(2, np.int64), [0, 1])
+        assert sorted(pool.recv_blocking(timeout=5).reward.tolist()) == [1.0, 1.0]

@@ -73,9 +73,37 @@ def test_standard_normal_is_numpys_ziggurat() -> None:
     from aiopool.pool import seed_states
 
     for seed in (0, 12345, 2**40 + 3):
-        state = seed_states(seed, np.zeros(1, dtype=np.int32))[0]
+        state = seed_states([seed], 1)[0]
         got = np.asarray(_mujoco._standard_normal_draws([int(x) for x in state], 200_000))
         want = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed))).standard_normal(
             200_000)
         assert got.tobytes() == want.tobytes(), (
             f"seed {seed}: first difference at {int(np.flatnonzero(got != want)[0])}")
+
+
+def test_per_env_seed_lists_mean_what_gymnasium_means() -> None:
+    def first_obs(seed: int) -> np.ndarray:
+        return gym.make("CartPole-v1").reset(seed=seed)[0]
+
+    with aiopool.make("CartPole-v1", num_envs=4, batch_size=4, num_threads=1, seed=100) as pool:
+        pool.async_reset(seed=[3, 0, 2**40, None])  # None: env 3 keeps its seed from make
+        batch = pool.recv_blocking(timeout=5)
+        obs = dict(zip(batch.env_id.tolist(), np.array(batch.obs), strict=True))
+        for env, seed in {0: 3, 1: 0, 2: 2**40, 3: 103}.items():
+            assert obs[env].tobytes() == first_obs(seed).tobytes(), f"env {env}, seed {seed}"
+        pool.async_reset(seed=[0, 0], env_ids=[3, 1])
+        assert pool.flush(timeout=5) == 2  # a short batch of the two
+        batch = pool.recv_blocking(timeout=5)
+        assert sorted(batch.env_id.tolist()) == [1, 3]
+        for row in np.array(batch.obs):
+            assert row.tobytes() == first_obs(0).tobytes()
+        with pytest.raises(ValueError, match="one per env in env_ids"):
+            pool.async_reset(seed=[1, 2, 3], env_ids=[0, 2])
+        with pytest.raises(ValueError, match=r"seed\[0\] is -2"):
+            pool.async_reset(seed=[-2, 1], env_ids=[0, 2])
+
+
+def test_atari_seeds_stay_c_ints() -> None:
+    with aiopool.make("Pong-v5", num_envs=2, batch_size=2, num_threads=1) as pool, \
+            pytest.raises(ValueError, match="seeds up to 2147483647"):
+        pool.async_reset(seed=[0, 2**31])

@@ -89,6 +89,7 @@ struct Layout {
 struct Block {
   std::byte* data = nullptr;
   std::atomic<int> rows_done{0};
+  int rows = 0;  // rows handed out: batch_size, or fewer for a block cut short (BlockRing::cut)
 
   template <class T = std::byte>
   T* at(const Layout& layout, int field, int row) const {
@@ -128,6 +129,7 @@ class BlockStore {
       b->data = static_cast<std::byte*>(std::aligned_alloc(64, bytes));
       if (b->data == nullptr) throw std::bad_alloc();
       std::memset(b->data, 0, bytes);
+      b->rows = layout_.batch_size;
       all_.push_back(std::move(b));
       return all_.back().get();
     }
@@ -141,6 +143,7 @@ class BlockStore {
     // no workers here and `mu_` may be held by a thread that was not copied.
     if (fork_generation().load(std::memory_order_relaxed) != generation_) return;
     b->rows_done.store(0, std::memory_order_relaxed);
+    b->rows = layout_.batch_size;
     std::lock_guard<std::mutex> lock(mu_);
     free_.push_back(b);
   }
@@ -191,13 +194,35 @@ class BlockRing {
   Block* commit(Block* block, uint64_t seq, int rows) {
     const int b = store_->layout().batch_size;
     if (block->rows_done.fetch_add(rows, std::memory_order_acq_rel) + rows != b) return nullptr;
-    Slot& slot = slots_[seq % slots_.size()];
-    slot.block = store_->acquire();
-    slot.seq.store(seq + slots_.size(), std::memory_order_release);
+    refill(seq);
+    return block;
+  }
+
+  // Row indices claimed so far (cuts included).
+  uint64_t claimed() const { return next_row_.load(std::memory_order_seq_cst); }
+
+  // Hand out the partly filled current block with the rows it has (Block::rows), and move the
+  // next claim to the following block. Only with every claimed row committed and nobody able
+  // to claim (the GIL holder, with no env step in flight); nullptr if the block is empty.
+  Block* cut() {
+    const auto b = static_cast<uint64_t>(store_->layout().batch_size);
+    const uint64_t next = next_row_.load(std::memory_order_acquire);
+    if (next % b == 0) return nullptr;
+    const uint64_t seq = next / b;
+    Block* block = block_for(seq);
+    block->rows = static_cast<int>(next % b);
+    refill(seq);
+    next_row_.store((seq + 1) * b, std::memory_order_release);
     return block;
   }
 
  private:
+  void refill(uint64_t seq) {
+    Slot& slot = slots_[seq % slots_.size()];
+    slot.block = store_->acquire();
+    slot.seq.store(seq + slots_.size(), std::memory_order_release);
+  }
+
   struct alignas(64) Slot {
     std::atomic<uint64_t> seq{0};
     Block* block = nullptr;

@@ -109,6 +109,25 @@ class ReadyQueue {
     return !blocks_.empty();
   }
 
+  // Block (without the GIL) until `written` reaches `target`, the deadline passes, or close;
+  // true if it did. The writer adds to `written` then checks flush_waiting(); we count
+  // ourselves in, then check `written` under mu_ (seq_cst both sides): no lost wake-up.
+  bool wait_written(const std::atomic<uint64_t>& written, uint64_t target, double timeout_s,
+                    const std::atomic<bool>& closed) {
+    flush_waiters_.fetch_add(1, std::memory_order_seq_cst);
+    std::unique_lock<std::mutex> lock(mu_);
+    auto done = [&] {
+      return written.load(std::memory_order_seq_cst) >= target || closed.load(std::memory_order_acquire);
+    };
+    if (timeout_s < 0)
+      cv_.wait(lock, done);
+    else
+      cv_.wait_for(lock, std::chrono::duration<double>(std::min(timeout_s, 1e6)), done);
+    flush_waiters_.fetch_sub(1, std::memory_order_seq_cst);
+    return written.load(std::memory_order_seq_cst) >= target;
+  }
+  bool flush_waiting() const { return flush_waiters_.load(std::memory_order_seq_cst) > 0; }
+
   void wake_waiters() {
     std::lock_guard<std::mutex> lock(mu_);
     cv_.notify_all();
@@ -140,6 +159,7 @@ class ReadyQueue {
   int blocking_waiters_ = 0;
   alignas(64) std::atomic<std::size_t> count_{0};
   alignas(64) std::atomic<bool> armed_{false};
+  std::atomic<int> flush_waiters_{0};
   int fd_ = -1;
 };
 

@@ -131,7 +131,7 @@ class BlockHandle {
     if (field >= L.fields.size()) throw nb::index_error("no such field");
     const FieldLayout& fl = L.fields[field];
     npy_intp dims[8];
-    dims[0] = static_cast<npy_intp>(L.batch_size);
+    dims[0] = static_cast<npy_intp>(block_->rows);
     for (std::size_t d = 0; d < fl.shape.size(); ++d) dims[d + 1] = static_cast<npy_intp>(fl.shape[d]);
     PyObject* arr = PyArray_NewFromDescr(
         &PyArray_Type, PyArray_DescrFromType(npy_type(fl.dtype)), static_cast<int>(fl.shape.size() + 1), dims,
@@ -172,8 +172,9 @@ struct ArrayArg {
 ArrayArg array_arg(nb::handle h, int typenum, int ndim, const char* name) {
   if (!PyArray_Check(h.ptr())) throw nb::type_error((std::string(name) + " must be a numpy array").c_str());
   auto* a = reinterpret_cast<PyArrayObject*>(h.ptr());
-  if (!PyArray_EquivTypenums(PyArray_TYPE(a), typenum) || PyArray_NDIM(a) != ndim)
-    throw nb::type_error((std::string(name) + " has the wrong dtype or ndim").c_str());
+  // Byte order too: EquivTypenums ignores it, and a '>i8' array read as native is another number.
+  if (!PyArray_EquivTypenums(PyArray_TYPE(a), typenum) || !PyArray_ISNOTSWAPPED(a) || PyArray_NDIM(a) != ndim)
+    throw nb::type_error((std::string(name) + " has the wrong dtype, byte order or ndim").c_str());
   auto* c = reinterpret_cast<PyArrayObject*>(PyArray_GETCONTIGUOUS(a));
   if (c == nullptr) throw nb::python_error();
   return {nb::steal(reinterpret_cast<PyObject*>(c)), static_cast<const std::byte*>(PyArray_DATA(c)),
@@ -390,7 +391,19 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
                std::this_thread::sleep_for(std::chrono::microseconds(100));
            })
       .def_prop_ro("closed", &PyPool::closed)
-      .def_prop_ro("rows_unpublished", &PyPool::rows_unpublished)
+      // Partial batches: wait for every sent row without the GIL, then cut with it held.
+      .def("flush",
+           [](PyPool& p, double timeout_s) {
+             p.snapshot_sent();
+             p.waiting.fetch_add(1);
+             {
+               nb::gil_scoped_release release;
+               p.wait_written(timeout_s);
+             }
+             p.waiting.fetch_sub(1);
+             return p.cut();
+           })
+      .def_prop_ro("rows_unwritten", &PyPool::rows_unwritten)
       .def_prop_ro("rows_in_flight", &PyPool::rows_in_flight)
       .def_prop_ro("ready_count", &PyPool::ready_count)
       .def_prop_ro("blocks_allocated", [](PyPool& p) { return p.store()->allocated(); })

@@ -48,7 +48,7 @@ class Pool {
     busy_.assign(n, 0);
     needs_reset_.assign(n, kNeverReset);
     stamp_.assign(n, 0);
-    runner_->out = Output{&ring_, &ready_, &published_rows_, &store_->layout()};
+    runner_->out = Output{&ring_, &ready_, &written_rows_, &store_->layout()};
     queue_.set_max_spinners(opt.max_spinners);
     workers_ = std::make_unique<WorkerPool>(queue_, *runner_, opt.num_threads, opt.worker_spin_ns);
   }
@@ -107,7 +107,7 @@ class Pool {
     if (b == nullptr) return nullptr;
     const Layout& L = layout();
     const bool disabled = opt_.autoreset == AutoReset::kDisabled;
-    for (int r = 0; r < L.batch_size; ++r) {
+    for (int r = 0; r < b->rows; ++r) {
       const auto i = static_cast<std::size_t>(*b->at<int32_t>(L, L.env_id, r));
       busy_[i] = 0;
       if (disabled && (*b->at<bool>(L, L.terminated, r) || *b->at<bool>(L, L.truncated, r)))
@@ -117,13 +117,35 @@ class Pool {
     return b;
   }
 
-  // Sent rows not yet in a published block. Read `published_rows_` before checking the ready
-  // queue: workers push a block before counting it, so a block counted here is visible there.
-  int64_t rows_unpublished() const {
-    return static_cast<int64_t>(sent_rows_ - published_rows_.load(std::memory_order_seq_cst));
-  }
-  // Rows sent whose results the consumer has not taken yet (in flight or ready).
+  // Rows sent whose results the consumer has not taken yet (in flight or ready). Counted in
+  // the ring's row-index space, like every row count here: a block cut short by flush() counts
+  // batch_size rows, the rows it did not fill included. Only the GIL holder changes it, so
+  // `rows_in_flight() / batch_size` is exactly the number of batches still to come.
   int64_t rows_in_flight() const { return static_cast<int64_t>(sent_rows_ - taken_rows_); }
+  // Sent rows not yet written by a worker.
+  int64_t rows_unwritten() const {
+    return static_cast<int64_t>(sent_rows_ - written_rows_.load(std::memory_order_seq_cst));
+  }
+
+  // Partial batches, step 1 (call without the GIL): wait until every row sent so far is written.
+  bool wait_written(double timeout_s) {
+    return ready_.wait_written(written_rows_, sent_rows_snapshot_, timeout_s, closed_);
+  }
+  void snapshot_sent() { sent_rows_snapshot_ = sent_rows_; }
+
+  // Partial batches, step 2 (GIL held): if every sent row is written, publish the partly filled
+  // block as a short batch. Returns its rows, 0 if there was none, -1 if rows are unwritten.
+  int cut() {
+    if (closed()) throw std::runtime_error("flush() on a closed pool");
+    if (rows_unwritten() != 0) return -1;
+    Block* b = ring_.cut();
+    if (b == nullptr) return 0;
+    const auto pad = static_cast<uint64_t>(opt_.batch_size - b->rows);
+    sent_rows_ += pad;  // the rows the cut block did not fill, in every count
+    written_rows_.fetch_add(pad, std::memory_order_seq_cst);
+    ready_.push(b);
+    return b->rows;
+  }
   std::size_t ready_count() const { return ready_.size(); }
 
   void arm() { ready_.arm(); }
@@ -228,13 +250,14 @@ class Pool {
   ActionQueue queue_;
   std::unique_ptr<Runner> runner_;
   std::unique_ptr<WorkerPool> workers_;
-  std::atomic<uint64_t> published_rows_{0};
+  std::atomic<uint64_t> written_rows_{0};
   std::atomic<bool> closed_{false};
   // GIL-holder state.
   std::vector<uint8_t> busy_, needs_reset_;
   std::vector<uint64_t> stamp_;  // 64-bit: a wrapped epoch would match a stale stamp
   uint64_t epoch_ = 0;
   uint64_t sent_rows_ = 0;
+  uint64_t sent_rows_snapshot_ = 0;  // what wait_written waits for
   uint64_t taken_rows_ = 0;
 };
 

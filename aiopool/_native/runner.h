@@ -39,18 +39,20 @@ struct Orders {
   std::size_t action_bytes = 0;
 };
 
-// Where finished rows go: the block ring, then the ready queue.
+// Where finished rows go: the block ring, then the ready queue. `written_rows` counts committed
+// rows (in the ring's row-index space) for Pool::flush; the writer that brings it level with
+// the rows claimed wakes a flush waiting for that (seq_cst both sides: see ReadyQueue).
 struct Output {
   BlockRing* ring = nullptr;
   ReadyQueue* ready = nullptr;
-  std::atomic<uint64_t>* published_rows = nullptr;
+  std::atomic<uint64_t>* written_rows = nullptr;
   const Layout* layout = nullptr;
 
   void commit(Block* block, uint64_t seq, int rows) {
-    if (Block* done = ring->commit(block, seq, rows)) {
-      ready->push(done);  // before the count: see Pool::rows_unpublished
-      published_rows->fetch_add(static_cast<uint64_t>(layout->batch_size), std::memory_order_seq_cst);
-    }
+    if (Block* done = ring->commit(block, seq, rows)) ready->push(done);
+    const uint64_t written = written_rows->fetch_add(static_cast<uint64_t>(rows), std::memory_order_seq_cst) +
+                             static_cast<uint64_t>(rows);
+    if (ready->flush_waiting() && written == ring->claimed()) ready->wake_waiters();
   }
 };
 

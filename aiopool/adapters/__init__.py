@@ -6,12 +6,8 @@
 
 Each adapter owns a ``Lockstep``: a pool whose ``batch_size`` is the adapter's ``num_envs``. A
 call sends to its envs, waits for exactly their rows (in ``recv_blocking``, GIL released) and
-returns them ordered by env id as writeable copies.
-
-A block holds ``batch_size`` rows and the pool cannot hand out a partial one, so resetting only
-some envs (gymnasium's ``reset_mask``) would never complete a block. A lockstep built with
-``partial_resets=True`` therefore owns ``num_envs - 1`` extra "filler" envs, never seen by the
-user, and resets enough of them alongside a partial reset to fill the block.
+returns them ordered by env id as writeable copies. Resetting only some envs (gymnasium's
+``reset_mask``) ends with ``Pool.flush``, which hands out their rows as one short batch.
 """
 
 from __future__ import annotations
@@ -54,8 +50,6 @@ class Lockstep:
 
     Args:
         env_id, num_envs, seed, autoreset, num_threads: as ``aiopool.make``.
-        partial_resets: allow ``reset`` of a subset of the envs (costs ``num_envs - 1`` filler
-            envs, reset alongside; see the module docstring).
         **make_kwargs: passed on to ``aiopool.make`` (``max_episode_steps``, env kwargs, ...).
 
     A call interrupted while waiting (Ctrl-C) loses nothing: the rows received so far are
@@ -64,20 +58,18 @@ class Lockstep:
     """
 
     def __init__(self, env_id: str, num_envs: int, *, seed: int | None, autoreset: str,
-                 num_threads: int | None, partial_resets: bool, **make_kwargs: Any) -> None:
+                 num_threads: int | None, **make_kwargs: Any) -> None:
         if "batch_size" in make_kwargs:
             raise TypeError("the sync adapters step every env at once; batch_size is num_envs "
                             "(use aiopool.make for batches smaller than the pool)")
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs is {num_envs!r}, expected a positive int")
-        fillers = num_envs - 1 if partial_resets else 0
         self.num_envs = num_envs
-        self.pool: Pool = make(env_id, num_envs + fillers, batch_size=num_envs,
+        self.pool: Pool = make(env_id, num_envs, batch_size=num_envs,
                                num_threads=num_threads, seed=seed, autoreset=autoreset,
                                **make_kwargs)
         self.ever_reset = False
         self._ids = np.arange(num_envs, dtype=np.int32)
-        self._fillers = np.arange(num_envs, num_envs + fillers, dtype=np.int32)
         self._pending: str | None = None  # "reset" or "step" while its rows are awaited
         self._awaiting = 0  # rows of the pending call not yet received
         self._inbox: list[Batch] = []  # batches of the pending call received so far
@@ -90,17 +82,17 @@ class Lockstep:
         ``seed + i``; a sequence gives env ``i`` the seed ``seed[i]`` (None: unseeded).
         """
         ids = self._ids if env_ids is None else env_ids
-        if self.num_envs - len(ids) > len(self._fillers):
-            raise ValueError("this adapter resets all of its envs at once, not a subset")
-        groups = self._seed_groups(ids, seed)
+        if seed is not None and not isinstance(seed, int | np.integer):
+            if isinstance(seed, str) or len(seed) != self.num_envs:
+                raise ValueError(f"seed is {seed!r}, expected None, an int or a list of "
+                                 f"{self.num_envs} ints or Nones (one per env)")
+            seed = [seed[i] for i in ids.tolist()]
         self._drain()
-        filler = self._fillers[:self.num_envs - len(ids)]
-        for base, group in groups:
-            self.pool.async_reset(seed=base, env_ids=group)
-        if len(filler):
-            self.pool.async_reset(env_ids=filler)
+        self.pool.async_reset(seed=seed, env_ids=ids)
+        if len(ids) < self.num_envs:
+            self.pool.flush()  # the rows of a partial reset, as one short batch
         self.ever_reset = True
-        self._pending, self._awaiting = "reset", self.num_envs
+        self._pending, self._awaiting = "reset", len(ids)
         return self._gather(ids)
 
     def send(self, actions: npt.ArrayLike) -> None:
@@ -130,28 +122,6 @@ class Lockstep:
         self.pool.close()
 
     # -- internals ------------------------------------------------------------------------
-
-    def _seed_groups(self, ids: npt.NDArray[np.int32],
-                     seed: Seeds) -> list[tuple[int | None, npt.NDArray[np.int32]]]:
-        """(base seed, env ids) pairs for ``pool.async_reset``, which seeds env i with base + i."""
-        if seed is None or isinstance(seed, int | np.integer):
-            return [(None if seed is None else int(seed), ids)]
-        if isinstance(seed, str) or len(seed) != self.num_envs:
-            raise ValueError(f"seed is {seed!r}, expected None, an int or a list of "
-                             f"{self.num_envs} ints or Nones (one per env)")
-        groups: dict[int | None, list[int]] = {}
-        for i in ids.tolist():
-            s = seed[i]
-            if s is None:
-                groups.setdefault(None, []).append(i)
-                continue
-            if not isinstance(s, int | np.integer) or s < i:
-                raise ValueError(
-                    f"seed[{i}] is {s!r}, expected None or an int >= {i}: aiopool seeds env i "
-                    "with base + i and base must be >= 0 (pass an int seed to seed env i with "
-                    "seed + i)")
-            groups.setdefault(int(s) - i, []).append(i)
-        return [(base, np.array(g, dtype=np.int32)) for base, g in groups.items()]
 
     def _drain(self) -> None:
         """Receive and drop the rows of a pending call, so every env is idle again."""

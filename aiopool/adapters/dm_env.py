@@ -40,7 +40,7 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
     def __init__(self, env_id: str, num_envs: int = 1, *, seed: int | None = 0,
                  num_threads: int | None = None, **make_kwargs: Any) -> None:
         self._steps = Lockstep(env_id, num_envs, seed=seed, autoreset="next_step",
-                               num_threads=num_threads, partial_resets=False, **make_kwargs)
+                               num_threads=num_threads, **make_kwargs)
         self.num_envs = num_envs
         pool = self._steps.pool
         self._obs_space = pool.single_observation_space

@@ -52,7 +52,7 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
                              " do not render yet; use gymnasium.make_vec to render")
         make_kwargs.pop("render_mode", None)
         self._steps = Lockstep(env_id, num_envs, seed=seed, autoreset=_POOL_MODES[mode],
-                               num_threads=num_threads, partial_resets=True, **make_kwargs)
+                               num_threads=num_threads, **make_kwargs)
         pool = self._steps.pool
         self.num_envs = num_envs
         self.autoreset_mode = mode

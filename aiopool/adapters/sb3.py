@@ -48,7 +48,7 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
     def __init__(self, env_id: str, num_envs: int = 1, *, seed: int | None = 0,
                  num_threads: int | None = None, **make_kwargs: Any) -> None:
         self._steps = Lockstep(env_id, num_envs, seed=seed, autoreset="same_step",
-                               num_threads=num_threads, partial_resets=False, **make_kwargs)
+                               num_threads=num_threads, **make_kwargs)
         pool = self._steps.pool
         self._env_id = env_id
         self._attrs: dict[str, Any] = {

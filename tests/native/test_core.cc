@@ -637,8 +637,9 @@ void run_pool_case(const PoolCase& c, uint32_t seed) {
   CHECK_EQ(rows, expected_rows);
   CHECK(pool.take(0) == nullptr);
   const int64_t until = now_ns() + static_cast<int64_t>(kStuckS * 1e9);
-  while (pool.rows_unpublished() != pool.rows_in_flight() && now_ns() < until) std::this_thread::yield();
-  CHECK_EQ(pool.rows_unpublished(), pool.rows_in_flight());
+  while (pool.rows_unwritten() != 0 && now_ns() < until) std::this_thread::yield();
+  CHECK_EQ(pool.rows_unwritten(), 0);
+  CHECK(pool.take(0) == nullptr);
   pool.close();
   CHECK(pool.closed());
 }
