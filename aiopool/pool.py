@@ -281,6 +281,17 @@ class Pool:
             self._doorbell.serve()
         return rows
 
+    def env_error(self, env_id: int) -> str:
+        """The last error an env's simulator raised, or "" (MuJoCo envs; others never raise).
+
+        A MuJoCo step that raises (``mju_error``: e.g. a model with too little ``<size
+        memory>``) does not end the process: that env's row has ``info["mujoco_error"]`` set,
+        reward 0 and ``truncated`` set (its episode ends; the next step resets it), and this
+        returns MuJoCo's message. The other envs and the pool go on.
+        """
+        self._check_open()
+        return str(self._native.env_error(int(env_id)))
+
     def _take_in_turn(self, timeout: float | None) -> Batch | None:
         """The ladder's first rungs, in turn with receivers already parked: serve those first
         (FIFO), then take a ready batch; else raise NothingInFlight if none can come for this

@@ -43,10 +43,19 @@ async def test_recv_after_the_last_batch_raises_at_once(one_core: None) -> None:
             assert time.monotonic() - start < 1, f"round {i}: recv waited instead of raising"
 
 
-def _busy(seconds: float) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        pass
+async def _parked(pool: aiopool.Pool, n: int) -> None:
+    """Until n receivers wait in the pool (a receiver may first yield at its fairness check)."""
+    end = time.monotonic() + 5
+    while pool._doorbell.num_waiting < n:
+        assert time.monotonic() < end, f"{pool._doorbell.num_waiting} receivers parked, not {n}"
+        await asyncio.sleep(0)
+
+
+def _busy_until_published(pool: aiopool.Pool, batches: int = 1) -> None:
+    """Keep the loop busy (a policy computing) until `batches` batches are ready."""
+    end = time.monotonic() + 10
+    while pool._native.ready_count < batches:
+        assert time.monotonic() < end, "the batch was never published"
 
 
 @pytest.mark.asyncio
@@ -54,13 +63,13 @@ def _busy(seconds: float) -> None:
 async def test_a_late_receiver_does_not_take_a_parked_receivers_batch(late: str) -> None:
     """One batch in flight, receiver A parked on it, the loop busy (a policy computing) while it
     is published: a receive that starts then must not take it. A gets it."""
-    with counting(num_envs=4, batch_size=2, num_threads=1, step_ns=2_000_000) as pool:
+    with counting(num_envs=4, batch_size=2, num_threads=1, step_ns=30_000_000) as pool:
         pool.async_reset(env_ids=[0, 1])
         await pool.recv(timeout=5)
         pool.send(np.zeros(2, np.int64), [0, 1])
         a = asyncio.ensure_future(pool.recv(timeout=5))
-        await asyncio.sleep(0)  # A parks
-        _busy(0.05)  # the batch is published meanwhile
+        await _parked(pool, 1)
+        _busy_until_published(pool)
         if late == "recv":
             with pytest.raises(aiopool.NothingInFlight):
                 await pool.recv(timeout=2)
@@ -75,7 +84,7 @@ async def test_a_late_receiver_does_not_take_a_parked_receivers_batch(late: str)
 
 @pytest.mark.asyncio
 async def test_parked_receivers_are_served_in_order_before_fast_takes() -> None:
-    with counting(num_envs=6, batch_size=2, num_threads=1, step_ns=1_000_000) as pool:
+    with counting(num_envs=6, batch_size=2, num_threads=1, step_ns=20_000_000) as pool:
         pool.async_reset()
         for _ in range(3):
             await pool.recv(timeout=5)
@@ -83,8 +92,8 @@ async def test_parked_receivers_are_served_in_order_before_fast_takes() -> None:
         for k in range(3):
             pool.send(np.zeros(2, np.int64), [2 * k, 2 * k + 1])
             waiters.append(asyncio.ensure_future(pool.recv(timeout=5)))
-            await asyncio.sleep(0)
-        _busy(0.05)  # all three batches published while the loop is busy
+            await _parked(pool, k + 1)
+        _busy_until_published(pool, 3)
         with pytest.raises(aiopool.NothingInFlight):
             await pool.recv(timeout=2)
         got = [sorted((await asyncio.wait_for(w, 5)).env_id.tolist()) for w in waiters]
@@ -95,15 +104,14 @@ async def test_parked_receivers_are_served_in_order_before_fast_takes() -> None:
 async def test_a_send_to_an_env_whose_result_was_given_back_is_refused() -> None:
     """A cancelled receive puts its batch back; until someone receives it, its envs are not
     idle for the user, so cancelling changes nothing."""
-    with counting(num_envs=2, batch_size=2, num_threads=1, step_ns=1_000_000) as pool:
+    with counting(num_envs=2, batch_size=2, num_threads=1, step_ns=30_000_000) as pool:
         pool.async_reset()
         await pool.recv(timeout=5)
         pool.send(np.zeros(2, np.int64))
         task = asyncio.ensure_future(pool.recv())
-        await asyncio.sleep(0)
-        _busy(0.02)
-        while pool._native.rows_in_flight:  # until the loop's reader hands the batch to the
-            await asyncio.sleep(0)  # task, which has not run yet: we were scheduled first
+        await _parked(pool, 1)
+        _busy_until_published(pool)
+        assert pool.try_recv() is None  # which hands it to the parked task first
         task.cancel()  # the task is cancelled before it runs: its batch goes back
         with pytest.raises(asyncio.CancelledError):
             await task

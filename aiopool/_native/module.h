@@ -404,6 +404,7 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
              return p.cut();
            })
       .def_prop_ro("rows_unwritten", &PyPool::rows_unwritten)
+      .def("env_error", &PyPool::env_error)
       .def_prop_ro("rows_in_flight", &PyPool::rows_in_flight)
       .def_prop_ro("ready_count", &PyPool::ready_count)
       .def_prop_ro("blocks_allocated", [](PyPool& p) { return p.store()->allocated(); })

@@ -147,6 +147,12 @@ class Pool {
     return b->rows;
   }
   std::size_t ready_count() const { return ready_.size(); }
+  std::string env_error(int id) const {
+    if (id < 0 || id >= opt_.num_envs)
+      throw std::invalid_argument("env_id is " + std::to_string(id) + ", expected 0 <= env_id < " +
+                                  std::to_string(opt_.num_envs));
+    return runner_->env_error(id);
+  }
 
   void arm() { ready_.arm(); }
   uint64_t drain() { return ready_.drain(); }

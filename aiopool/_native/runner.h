@@ -17,6 +17,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "action_queue.h"
@@ -60,6 +61,8 @@ class Runner {
  public:
   virtual ~Runner() = default;
   virtual void run(const Ticket& ticket) = 0;
+  // The env's last error message, for envs that report one (MuJoCo); "" otherwise.
+  virtual std::string env_error(int) const { return {}; }
   Orders orders;
   Output out;
 };
@@ -83,6 +86,12 @@ class EnvRunner final : public Runner {
     orders.reseed.assign(n, 0);
     orders.seeds.resize(n);
     orders.actions.assign(n * orders.action_bytes, std::byte{0});
+  }
+
+  std::string env_error(int id) const override {
+    if constexpr (requires(const E& e) { e.error(); })
+      return states_[static_cast<std::size_t>(id)].env.error();
+    return {};
   }
 
   void run(const Ticket& ticket) override {
@@ -145,6 +154,9 @@ class EnvRunner final : public Runner {
     const auto* action =
         reinterpret_cast<const typename E::Action*>(orders.actions.data() + i * orders.action_bytes);
     StepResult r = s.env.step(action, s.rng);
+    if constexpr (requires { s.env.failed(); }) {
+      if (s.env.failed()) r = StepResult{0.0, false, true};  // an error ends the episode here
+    }
     ++s.elapsed;
     ++s.length;
     s.ret += r.reward;

@@ -15,6 +15,14 @@
 // vector, and when the state diverges it resets mjData itself and warns (printed once per
 // episode by MuJoCo's log handler). The step still returns; `mujoco_warning` in the info says
 // it happened. Nothing here throws on a worker thread.
+//
+// Errors: mju_error (a stack overflow in a model with too little <size memory>, ...) ends the
+// process under MuJoCo's default handler. Every MuJoCo call that can raise runs in `trapped`:
+// a thread-local log handler (MuJoCo's hook for this, which its Python bindings use) jumps back
+// to the call with the message. A step that raised resets mjData, ends the episode (the runner
+// reports it truncated, reward 0, `mujoco_error` set; gymnasium raises mujoco.FatalError at the
+// same step) and keeps the message for Pool.env_error; the other envs never notice. At make()
+// an error is a C++ exception, so a Python one naming the file.
 #pragma once
 
 #include <mujoco/mujoco.h>
@@ -22,7 +30,9 @@
 
 #include <array>
 #include <cmath>
+#include <csetjmp>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -87,6 +97,42 @@ inline double pow2(double x) {
   double y = 2.0;
   asm("" : "+x"(y));
   return std::pow(x, y);
+}
+
+// ---- MuJoCo errors on this thread -----------------------------------------------------------
+
+extern "C" {
+MJAPI mjfLogHandler _mjPRIVATE_setTlsLogHandler(mjfLogHandler handler);
+MJAPI mjfLogHandler _mjPRIVATE_getGlobalLogHandler(void);
+}
+
+struct ErrorTrap {
+  std::jmp_buf jump;
+  char message[1024];
+};
+inline thread_local ErrorTrap t_trap;
+
+// Errors jump back to `trapped`; warnings go on to the process's handler, as without a trap.
+inline void trap_log(const mjLogMessage* msg) {
+  if (msg->level == mjLOG_ERROR) {
+    std::snprintf(t_trap.message, sizeof t_trap.message, "%s", msg->subject);
+    std::longjmp(t_trap.jump, 1);
+  }
+  if (mjfLogHandler global = _mjPRIVATE_getGlobalLogHandler()) global(msg);
+}
+
+// Runs f (MuJoCo calls on plain data only: a longjmp skips destructors); false if MuJoCo raised
+// an error, whose message is then in t_trap.message.
+template <class F>
+[[gnu::noinline]] bool trapped(F f) {
+  _mjPRIVATE_setTlsLogHandler(&trap_log);
+  if (setjmp(t_trap.jump) != 0) {
+    _mjPRIVATE_setTlsLogHandler(nullptr);
+    return false;
+  }
+  f();
+  _mjPRIVATE_setTlsLogHandler(nullptr);
+  return true;
 }
 
 // ---- the model cache ------------------------------------------------------------------------
@@ -156,13 +202,14 @@ inline Space action_space(const mjModel* m) {
 }
 
 // The spec every v5 env shares: the model's action space, `obs_size` float64s, the env's info
-// fields and `mujoco_warning` last. chunk 1: a step takes tens of microseconds.
+// fields, then `mujoco_warning` and `mujoco_error`. chunk 1: a step takes tens of microseconds.
 inline EnvSpec make_spec(const mjModel* m, int64_t obs_size, std::vector<Field> info) {
   EnvSpec s;
   s.observation_space = unbounded(obs_size);
   s.action_space = action_space(m);
   s.info = std::move(info);
   s.info.push_back({"mujoco_warning", DType::kBool, {}});
+  s.info.push_back({"mujoco_error", DType::kBool, {}});
   s.finite_actions = false;  // NaN and inf go to MuJoCo, as in gymnasium
   return s;
 }
@@ -175,7 +222,7 @@ class MujocoEnv {
 
   explicit MujocoEnv(const Config& config)
       : model_(load_model(config.get_string("xml_file"))),
-        data_(mj_makeData(model_.get()), &mj_deleteData),
+        data_(make_data(model_.get(), config.get_string("xml_file")), &mj_deleteData),
         m(model_.get()),
         d(data_.get()),
         frame_skip(static_cast<int>(config.get_int("frame_skip"))),
@@ -189,9 +236,40 @@ class MujocoEnv {
     return load_model(config.get_string("xml_file"));
   }
 
+  // The last MuJoCo error of this env (empty if none); any thread.
+  std::string error() const {
+    std::lock_guard<std::mutex> lock(*error_mu_);
+    return error_;
+  }
+  // The last step or reset raised a MuJoCo error (the runner ends the episode).
+  bool failed() const { return failed_; }
+
  private:
   std::shared_ptr<const mjModel> model_;
   std::unique_ptr<mjData, void (*)(mjData*)> data_;
+  std::unique_ptr<std::mutex> error_mu_ = std::make_unique<std::mutex>();
+  std::string error_;
+
+  // mj_makeData, then an mj_forward of the initial state: errors here are the model's.
+  static mjData* make_data(const mjModel* m, const std::string& path) {
+    mjData* d = nullptr;
+    const bool ok = trapped([&] {
+      d = mj_makeData(m);
+      if (d != nullptr) mj_forward(m, d);
+    });
+    if (!ok || d == nullptr) {
+      if (d != nullptr) mj_deleteData(d);
+      throw std::invalid_argument("MuJoCo could not simulate " + path + ": " +
+                                  (ok ? std::string("mj_makeData failed") : std::string(t_trap.message)));
+    }
+    return d;
+  }
+
+  void record_error() {
+    failed_ = true;
+    std::lock_guard<std::mutex> lock(*error_mu_);
+    error_ = t_trap.message;
+  }
 
  protected:
   // An array-valued info field (Humanoid's tendon_length, tendon_velocity).
@@ -214,8 +292,17 @@ class MujocoEnv {
     static constexpr std::array kBad = {mjWARN_BADQPOS, mjWARN_BADQVEL, mjWARN_BADQACC, mjWARN_BADCTRL};
     for (int w : kBad) d->warning[w].lastinfo = -1;
     for (int j = 0; j < m->nu; ++j) d->ctrl[j] = static_cast<double>(action[j]);
-    for (int k = 0; k < frame_skip; ++k) mj_step(m, d);
-    mj_rnePostConstraint(m, d);
+    const mjModel* mm = m;
+    mjData* dd = d;
+    const int skip = frame_skip;
+    failed_ = !trapped([mm, dd, skip] {
+      for (int k = 0; k < skip; ++k) mj_step(mm, dd);
+      mj_rnePostConstraint(mm, dd);
+    });
+    if (failed_) {
+      record_error();
+      mj_resetData(m, d);  // the state after an error is undefined: start the next one clean
+    }
     warned = false;
     for (int w : kBad) warned = warned || d->warning[w].lastinfo != -1;
   }
@@ -224,13 +311,16 @@ class MujocoEnv {
   void reset_data() {
     mj_resetData(m, d);
     warned = false;
+    failed_ = false;
   }
 
   // gymnasium's set_state (na == 0 in every v5 model, so `act` is empty).
   void set_state(const double* qpos, const double* qvel) {
     std::memcpy(d->qpos, qpos, sizeof(double) * static_cast<std::size_t>(m->nq));
     std::memcpy(d->qvel, qvel, sizeof(double) * static_cast<std::size_t>(m->nv));
-    mj_forward(m, d);
+    const mjModel* mm = m;
+    mjData* dd = d;
+    if (!trapped([mm, dd] { mj_forward(mm, dd); })) record_error();
   }
 
   // The reset most v5 envs do: mj_resetData, then qpos = init_qpos + uniform(-scale, scale, nq)
@@ -294,6 +384,7 @@ class MujocoEnv {
     std::size_t k = 0;
     (write_field(row, k++, values), ...);
     *row.info_as<bool>(k) = warned;
+    *row.info_as<bool>(k + 1) = failed_;
   }
 
  public:
@@ -303,6 +394,9 @@ class MujocoEnv {
   double dt;  // gymnasium: model.opt.timestep * frame_skip
   std::vector<double> init_qpos, init_qvel;
   bool warned = false;
+
+ private:
+  bool failed_ = false;
 };
 
 }  // namespace aiopool::mujoco
