@@ -826,6 +826,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="where the JSON, PNG and the limit binary go")
     p.add_argument("--only", default=None,
                    help="run only the runners whose name matches this regular expression")
+    p.add_argument("--busy-neighbour", action="store_true",
+                   help="run a busy process (`while True: pass`) pinned to the last usable core "
+                        "during the whole run, as on a machine where another job takes a core")
     p.add_argument("--quick", action="store_true",
                    help=f"smoke test: configs {QUICK_CONFIGS}, 1 repeat, 0.2 s")
     args = p.parse_args(argv)
@@ -864,7 +867,8 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     loads = [os.getloadavg()]
-    measurements = measure_all(args, runners, shapes, budget, loads)
+    with busy_neighbour(args.busy_neighbour) as neighbour:
+        measurements = measure_all(args, runners, shapes, budget, loads)
     run_seconds = time.monotonic() - started
     summaries = summarise(measurements)
     fam = family(args.env)
@@ -874,6 +878,8 @@ def main(argv: list[str] | None = None) -> int:
              f"load {loads[0][0]:.2f} → {loads[-1][0]:.2f}, {args.repeats} × {args.seconds} s")
     text = render(table)
     print(f"# aiopool throughput, {args.env}\n")
+    if neighbour is not None:
+        print(f"A busy process was pinned to core {neighbour} for the whole run.\n")
     print(f"{machine['cpu']}; {machine['cores']} cores ({machine['usable_cores']} usable); "
           f"load average (1/5/15 min) at start {_load(loads[0])}, at end {_load(loads[-1])}; "
           f"{args.repeats} interleaved repeats × {args.seconds} s after {args.warmup} s warm-up;"
@@ -888,6 +894,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {**machine, "load_start": loads[0], "load_end": loads[-1],
                     "load_after_each_repeat": loads[1:]},
         "run_seconds": run_seconds,
+        "busy_neighbour_core": neighbour,
         "skipped": skipped,
         "limit_cores": "N" if fam.limit_per_thread else machine["usable_cores"],
         "summary": [{"runner": s.runner, **asdict(s.shape), "median": s.median, "min": s.min,
@@ -906,6 +913,22 @@ def main(argv: list[str] | None = None) -> int:
     plot(table, args.out / "throughput.png", title)
     print(f"\nwrote {args.out / 'throughput.json'} and {args.out / 'throughput.png'}")
     return 0
+
+
+@contextlib.contextmanager
+def busy_neighbour(on: bool) -> Iterator[int | None]:
+    """A process spinning on the last usable core while the block runs (its core, or None)."""
+    if not on:
+        yield None
+        return
+    core = max(os.sched_getaffinity(0))
+    proc = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{core}}})"
+                             "\nwhile True: pass"])
+    try:
+        yield core
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 def _load(load: tuple[float, float, float]) -> str:

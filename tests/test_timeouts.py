@@ -120,3 +120,26 @@ def test_recv_stops_spinning_when_batches_take_longer_than_the_spin() -> None:
             pool.send(np.zeros(1, dtype=np.int64))
             pool.recv_blocking()
         assert pool._spin_misses <= 1, pool._spin_misses
+
+
+def test_workers_stop_spinning_when_the_consumer_is_slower_than_their_spin() -> None:
+    """A consumer that takes 2 ms per batch against a 1 ms worker spin: after a few spins that
+    catch nothing, the worker sleeps at once (probing now and then) instead of burning 1 ms of
+    CPU per batch, which on a loaded machine is CPU taken from the consumer."""
+    import resource
+
+    with aiopool.make("Counting-v0", num_envs=1, num_threads=1, worker_spin_us=1000,
+                      recv_spin_us=0) as pool:
+        pool.async_reset()
+        pool.recv_blocking(timeout=5)
+        cpu0, mine0 = resource.getrusage(resource.RUSAGE_SELF), time.thread_time()
+        for _ in range(200):
+            time.sleep(0.002)  # the policy: slower than the worker's spin
+            pool.send(np.zeros(1, dtype=np.int64))
+            pool.recv_blocking(timeout=5)
+        cpu1, mine1 = resource.getrusage(resource.RUSAGE_SELF), time.thread_time()
+    process = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
+    workers = process - (mine1 - mine0)
+    # Spinning every wait would burn ~200 ms; 8 give-up spins and a probe every 64 waits,
+    # ~12 ms. The bound leaves room for scheduling noise and the waits' own syscalls.
+    assert workers < 0.08, f"the worker burned {workers * 1e3:.0f} ms of CPU in 200 waits"

@@ -145,8 +145,13 @@ class ActionQueue {
 
   // Worker side: pop a ticket, spinning up to spin_ns and then sleeping. Returns false once
   // `stop` is set (checked whenever the ring is empty: queued tickets are still drained first
-  // only if they are already visible, which close() does not rely on).
-  bool pop_wait(Ticket& out, int64_t spin_ns, const std::atomic<bool>& stop) {
+  // only if they are already visible, which close() does not rely on). `how` says how the
+  // ticket came: at once, caught by the spin, or after a sleep.
+  enum class Wait : uint8_t { kAtOnce, kSpun, kSlept };
+  bool pop_wait(Ticket& out, int64_t spin_ns, const std::atomic<bool>& stop, Wait* how = nullptr) {
+    Wait ignored;
+    Wait& w = how != nullptr ? *how : ignored;
+    w = Wait::kAtOnce;
     if (try_pop(out)) return true;
     if (spin_ns > 0 && start_spinning()) {
       const int64_t until = now_ns() + spin_ns;
@@ -156,9 +161,11 @@ class ActionQueue {
         got = try_pop(out);
       } while (!got && !stop.load(std::memory_order_relaxed) && now_ns() < until);
       spinning_.fetch_sub(1, std::memory_order_seq_cst);
+      w = Wait::kSpun;
       if (got) return true;
       if (stop.load(std::memory_order_relaxed)) return false;
     }
+    w = Wait::kSlept;
     for (;;) {
       sleepers_.fetch_add(1, std::memory_order_relaxed);
       const uint32_t e = epoch_.load(std::memory_order_relaxed);

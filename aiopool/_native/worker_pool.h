@@ -1,6 +1,9 @@
 // ② Worker threads: pop a ticket, run it, repeat. A worker that finds the queue empty spins
 // for `spin_ns` (waking a sleeping thread costs ~20 µs on a VM, far more than a cheap env step),
-// then sleeps on the queue's futex. Workers never touch a Python object.
+// then sleeps on the queue's futex. The spin adapts, as recv's does: after kGiveUp waits in a
+// row whose spin caught nothing (the consumer is slow, or shares a core with us and our spin
+// only delays it), the worker sleeps at once and spins only every kProbeEvery-th wait; a
+// spin that catches a ticket turns spinning back on. Workers never touch a Python object.
 //
 // Shutdown: stop() sets the stop flag and wakes every sleeper; a worker finishes the ticket in
 // its hands and exits the next time the queue looks empty to it. Tickets still queued are
@@ -35,10 +38,19 @@ class WorkerPool {
   std::size_t size() const { return threads_.size(); }
 
  private:
+  static constexpr int kGiveUp = 8;
+  static constexpr int kProbeEvery = 64;
+
   void loop() {
     Ticket t;
-    while (queue_.pop_wait(t, spin_ns_, stop_)) {
+    int misses = 0;  // consecutive waits that slept (the spin caught nothing, or was skipped)
+    for (;;) {
+      const bool spin = misses < kGiveUp || misses % kProbeEvery == 0;
+      ActionQueue::Wait how;
+      if (!queue_.pop_wait(t, spin ? spin_ns_ : 0, stop_, &how)) return;
       if (stop_.load(std::memory_order_relaxed)) return;
+      if (how == ActionQueue::Wait::kSpun) misses = 0;
+      if (how == ActionQueue::Wait::kSlept) ++misses;
       runner_.run(t);
     }
   }
