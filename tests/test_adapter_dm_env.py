@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 dm_env = pytest.importorskip("dm_env")
-from dm_env import specs  # noqa: E402
+from absl.testing import absltest  # noqa: E402
+from dm_env import specs, test_utils  # noqa: E402
 
 import aiopool  # noqa: E402
 from aiopool.adapters.dm_env import DmEnvironment, make_dm  # noqa: E402
@@ -79,11 +80,11 @@ def test_specs() -> None:
 
 
 def test_is_an_environment_and_refuses_bad_input() -> None:
-    env = make_dm("CartPole-v1", 2, num_threads=1)
+    env = make_dm("CartPole-v1", 2, num_threads=1, seed=5)
     assert isinstance(env, DmEnvironment) and isinstance(env, dm_env.Environment)
-    with pytest.raises(RuntimeError, match=r"step\(\) before reset\(\)"):
-        env.step(np.zeros(2, dtype=np.int64))
-    first = env.reset(seed=5)
+    first = env.step(np.zeros(2, dtype=np.int64))  # dm_env: a fresh env's step starts episodes
+    assert first.first().all()
+    assert env.reset(seed=5).observation.tobytes() == first.observation.tobytes()
     with pytest.raises(ValueError, match=r"shape \(3,\), expected \(2,\)"):
         env.step(np.zeros(3, dtype=np.int64))
     with pytest.raises(ValueError, match="dtype float64, expected integers"):
@@ -94,3 +95,62 @@ def test_is_an_environment_and_refuses_bad_input() -> None:
     env.close()
     with pytest.raises(aiopool.PoolClosed):
         env.step(np.zeros(2, dtype=np.int64))
+
+
+def test_batched_needs_several_envs_or_asks_for_it() -> None:
+    with pytest.raises(ValueError, match="batched=False needs num_envs=1"):
+        make_dm("CartPole-v1", 2, batched=False)
+    with make_dm("CartPole-v1", 1, batched=True) as env:
+        ts = env.reset()
+        assert ts.step_type.shape == (1,) and ts.observation.shape == (1, 4)
+
+
+def test_one_env_timesteps_follow_gymnasium() -> None:
+    """Unbatched: scalar step types, None reward and discount on FIRST, gymnasium's values."""
+    ref = gym.make("CartPole-v1", max_episode_steps=40)
+    with closing(ref), make_dm("CartPole-v1", seed=3, max_episode_steps=40) as env:
+        ts = env.reset()
+        obs_ref, _ = ref.reset(seed=3)
+        assert ts.step_type is dm_env.StepType.FIRST and ts.reward is None
+        assert ts.discount is None and ts.observation.tobytes() == obs_ref.tobytes()
+        rng = np.random.default_rng(0)
+        lasts = 0
+        for t in range(300):
+            a = int(rng.integers(2))
+            ts = env.step(a)
+            if ts.first():
+                obs_ref, _ = ref.reset()
+                assert ts.reward is None and ts.discount is None
+            else:
+                obs_ref, r, term, trunc, _ = ref.step(a)
+                assert ts.reward == r and ts.discount == (0.0 if term else 1.0), f"step {t}"
+                assert ts.last() == (term or trunc), f"step {t}"
+                lasts += int(ts.last())
+            assert ts.observation.tobytes() == obs_ref.tobytes(), f"step {t}"
+        assert lasts > 2
+
+
+class _Conformance(test_utils.EnvironmentTestMixin):
+    """dm_env's own conformance tests, with an action sequence that ends episodes."""
+
+    env_id = ""
+
+    def make_object_under_test(self) -> DmEnvironment:
+        return make_dm(self.env_id, num_threads=1, seed=0)
+
+    def make_action_sequence(self) -> Any:
+        spec = self.environment.action_spec()
+        rng = np.random.default_rng(0)
+        for _ in range(300):
+            if isinstance(spec, specs.DiscreteArray):
+                yield np.int64(rng.integers(spec.num_values))
+            else:
+                yield rng.uniform(spec.minimum, spec.maximum).astype(spec.dtype)
+
+
+class TestCartPoleConformsToDmEnv(_Conformance, absltest.TestCase):
+    env_id = "CartPole-v1"
+
+
+class TestHopperConformsToDmEnv(_Conformance, absltest.TestCase):
+    env_id = "Hopper-v5"

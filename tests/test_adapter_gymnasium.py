@@ -322,3 +322,22 @@ def test_spaces_render_close_and_construction_errors() -> None:
         make_gymnasium("CartPole-v9", 2)
     with pytest.raises(TypeError, match="unexpected keyword argument 'gravity'"):
         make_gymnasium("CartPole-v1", 2, gravity=1.0)
+
+
+def test_spec_get_attr_set_attr_and_call_as_sync_vector_env() -> None:
+    ref, ours = _pair("CartPole-v1", AutoresetMode.NEXT_STEP)
+    with closing(ref), closing(ours):
+        assert ours.spec is not None and ours.spec.id == "CartPole-v1" == ref.spec.id
+        assert ours.spec.max_episode_steps == 500
+        for seed in (5, [7, None, 9, 3]):
+            ref.reset(seed=seed)
+            ours.reset(seed=seed)
+            assert ours.get_attr("np_random_seed") == ref.get_attr("np_random_seed"), seed
+            assert ours.call("np_random_seed") == ref.call("np_random_seed")
+        assert ours.get_attr("action_space") == ref.get_attr("action_space")
+        assert [s.id for s in ours.get_attr("spec")] == ["CartPole-v1"] * NUM_ENVS
+        with pytest.raises(AttributeError, match="no attribute 'gravity'.*np_random_seed"):
+            ours.get_attr("gravity")
+        with pytest.raises(NotImplementedError, match="pass the env's constructor kwargs"):
+            ours.set_attr("gravity", 3.0)
+        ours.step(np.zeros(NUM_ENVS, dtype=np.int64))  # still usable

@@ -140,3 +140,31 @@ def test_an_interrupted_step_wait_loses_nothing(monkeypatch: pytest.MonkeyPatch)
     assert env.step(actions)[0].tobytes() == twin.step(actions)[0].tobytes()
     env.close()
     twin.close()
+
+
+def test_atari_episodes_report_game_scores_and_the_family_info() -> None:
+    """SB3's own Atari stack puts Monitor below ClipRewardEnv, so ep_rew_mean is the game
+    score: the adapter reports the unclipped return while the step rewards stay clipped."""
+    env = make_sb3("SpaceInvaders-v5", 2, seed=0, num_threads=1)
+    env.reset()
+    rng = np.random.default_rng(0)
+    unclipped = np.zeros(2)
+    clipped = np.zeros(2)
+    episodes = []
+    for _ in range(4000):
+        _, reward, done, infos = env.step(rng.integers(0, 6, 2))
+        for i, info in enumerate(infos):
+            assert {"lives", "reward_unclipped", "frame_number"} <= set(info), sorted(info)
+            unclipped[i] += info["reward_unclipped"]
+            clipped[i] += reward[i]
+            assert abs(reward[i]) <= 1
+            if done[i]:
+                episodes.append((info["episode"]["r"], unclipped[i], clipped[i], info["lives"]))
+                unclipped[i] = clipped[i] = 0
+        if len(episodes) >= 2:
+            break
+    env.close()
+    assert len(episodes) >= 2, "no episode ended"
+    for score, total, clipped_total, lives in episodes:
+        assert score == total and score > clipped_total, episodes
+        assert lives == 0  # a game over, not a lost life

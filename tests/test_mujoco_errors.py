@@ -90,3 +90,17 @@ def test_a_model_mujoco_cannot_simulate_is_a_python_error_at_make(tmp_path: Path
     path = _ant_with_memory(tmp_path, "8K")
     with pytest.raises(ValueError, match=r"ant_8K\.xml.*mj_stackAlloc"):
         aiopool.make("Ant-v5", num_envs=2, xml_file=path)
+
+
+def test_model_compile_warnings_print_once_per_model() -> None:
+    """HalfCheetah's MJCF uses the deprecated `settotalmass`; MuJoCo warns at each load, and a
+    pool loads the model for its spec and again for its envs. gymnasium prints it once."""
+    import subprocess
+    import sys
+
+    code = ("import aiopool\n"
+            "for _ in range(2):\n"
+            "    aiopool.make('HalfCheetah-v5', num_envs=4).close()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (r.stdout + r.stderr).count("settotalmass") == 1, r.stdout + r.stderr

@@ -1,16 +1,24 @@
-"""A ``dm_env.Environment`` over a pool, returning batched ``TimeStep``s (needs ``dm-env``).
+"""A ``dm_env.Environment`` over a pool (needs ``dm-env``).
 
-Every field of a ``TimeStep`` holds one entry per env: ``step_type`` is an array of
-``dm_env.StepType`` values (FIRST on a reset, LAST where the episode ended, MID otherwise),
-``discount`` is 0 where the episode terminated and 1 elsewhere (a truncation keeps 1: the
-state still has a value). On FIRST rows ``reward`` is 0 and ``discount`` 1, as a batch cannot
-hold dm_env's None. As in dm_env, the ``step`` after a LAST starts a new episode for that env
-and ignores its action.
+With one env (the default) it is a conformant ``dm_env.Environment``: a scalar
+``dm_env.StepType``, ``reward`` and ``discount`` None on FIRST steps, single-env specs, and a
+``step`` on a fresh environment starts an episode (FIRST); dm_env's own
+``EnvironmentTestMixin`` passes (``tests/test_adapter_dm_env.py``).
+
+With ``num_envs > 1`` (or ``batched=True``) every field of a ``TimeStep`` holds one entry per
+env, which departs from dm_env in three ways: ``step_type`` is an int8 array of StepType
+values (FIRST on a reset, LAST where the episode ended, MID otherwise), so use
+``timestep.first()`` / ``last()``, which return arrays, with ``.all()`` / ``.any()``; on FIRST
+rows ``reward`` is 0 and ``discount`` 1 (an array cannot hold dm_env's None); the specs have a
+leading ``num_envs`` dimension (``single_observation_spec()`` / ``single_action_spec()``
+describe one env). In both forms ``discount`` is 0 where the episode terminated and 1
+elsewhere (a truncation keeps 1: the state still has a value), and as in dm_env the ``step``
+after a LAST starts a new episode for that env and ignores its action.
 
 Example:
-    >>> env = aiopool.make_dm("CartPole-v1", num_envs=8)
+    >>> env = aiopool.make_dm("CartPole-v1")
     >>> timestep = env.reset()
-    >>> while not timestep.last().all():
+    >>> while not timestep.last():
     ...     timestep = env.step(policy(timestep.observation))
 """
 
@@ -32,16 +40,21 @@ __all__ = ["DmEnvironment", "make_dm"]
 class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
     """``num_envs`` native envs stepped together; build it with ``make_dm``.
 
-    Specs are batched (leading dimension ``num_envs``) so that ``spec.validate`` accepts the
-    arrays of a ``TimeStep``; ``single_observation_spec()`` / ``single_action_spec()`` describe
-    one env.
+    ``batched`` (default: ``num_envs > 1``) gives batched TimeSteps and specs (leading
+    dimension ``num_envs``, so ``spec.validate`` accepts the arrays of a ``TimeStep``);
+    unbatched, it is one conformant ``dm_env.Environment``.
     """
 
     def __init__(self, env_id: str, num_envs: int = 1, *, seed: int | None = 0,
-                 num_threads: int | None = None, **make_kwargs: Any) -> None:
+                 num_threads: int | None = None, batched: bool | None = None,
+                 **make_kwargs: Any) -> None:
         self._steps = Lockstep(env_id, num_envs, seed=seed, autoreset="next_step",
                                num_threads=num_threads, **make_kwargs)
         self.num_envs = num_envs
+        self.batched = num_envs > 1 if batched is None else bool(batched)
+        if not self.batched and num_envs != 1:
+            raise ValueError(f"batched=False needs num_envs=1, got {num_envs}: a dm_env "
+                             "TimeStep of several envs is batched")
         pool = self._steps.pool
         self._obs_space = pool.single_observation_space
         self._action_space = pool.single_action_space
@@ -53,20 +66,26 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
         return self._timestep(self._steps.reset(seed=seed))
 
     def step(self, action: npt.ArrayLike) -> dm_env.TimeStep:
-        """One action per env; envs whose last step was LAST reset instead (FIRST)."""
+        """One action per env; envs whose last step was LAST reset instead (FIRST), and so
+        does every env of a fresh environment (dm_env: a step starts the first episode)."""
+        if not self._steps.ever_reset:
+            return self.reset()
+        if not self.batched:
+            action = np.asarray(action)[None]
         return self._timestep(self._steps.step(action))
 
     def observation_spec(self) -> specs.BoundedArray:
-        return _box_spec(self._obs_space, "observation", self.num_envs)
+        return _box_spec(self._obs_space, "observation", self._lead)
 
     def action_spec(self) -> specs.BoundedArray:
-        return _action_spec(self._action_space, self.num_envs)
+        return _action_spec(self._action_space, self._lead)
 
     def reward_spec(self) -> specs.Array:
-        return specs.Array((self.num_envs,), np.float64, name="reward")
+        return specs.Array((self.num_envs,) if self.batched else (), np.float64, name="reward")
 
     def discount_spec(self) -> specs.BoundedArray:
-        return specs.BoundedArray((self.num_envs,), np.float64, 0.0, 1.0, name="discount")
+        return specs.BoundedArray((self.num_envs,) if self.batched else (), np.float64, 0.0,
+                                  1.0, name="discount")
 
     def single_observation_spec(self) -> specs.BoundedArray:
         """The observation spec of one env."""
@@ -82,12 +101,22 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
     def __repr__(self) -> str:
         return f"DmEnvironment({self._env_id!r}, num_envs={self.num_envs})"
 
-    @staticmethod
-    def _timestep(rows: Rows) -> dm_env.TimeStep:
-        step_type = np.full(len(rows.env_id), dm_env.StepType.MID, dtype=np.int8)
-        step_type[rows.terminated | rows.truncated] = dm_env.StepType.LAST
-        step_type[rows.info["elapsed_step"] == 0] = dm_env.StepType.FIRST
+    @property
+    def _lead(self) -> int | None:
+        return self.num_envs if self.batched else None
+
+    def _timestep(self, rows: Rows) -> dm_env.TimeStep:
+        first = rows.info["elapsed_step"] == 0
+        last = rows.terminated | rows.truncated
         discount = np.where(rows.terminated, 0.0, 1.0)
+        if not self.batched:
+            if first[0]:
+                return dm_env.TimeStep(dm_env.StepType.FIRST, None, None, rows.obs[0])
+            return dm_env.TimeStep(dm_env.StepType.LAST if last[0] else dm_env.StepType.MID,
+                                   rows.reward[0], discount[0], rows.obs[0])
+        step_type = np.full(len(rows.env_id), dm_env.StepType.MID, dtype=np.int8)
+        step_type[last] = dm_env.StepType.LAST
+        step_type[first] = dm_env.StepType.FIRST
         return dm_env.TimeStep(step_type=step_type, reward=rows.reward, discount=discount,
                                observation=rows.obs)
 
@@ -111,15 +140,19 @@ def _action_spec(space: gym.spaces.Space[Any], num_envs: int | None) -> specs.Bo
 
 
 def make_dm(env_id: str, num_envs: int = 1, *, seed: int | None = 0,
-            num_threads: int | None = None, **make_kwargs: Any) -> DmEnvironment:
-    """A ``dm_env.Environment`` of ``num_envs`` copies of ``env_id`` with batched TimeSteps.
+            num_threads: int | None = None, batched: bool | None = None,
+            **make_kwargs: Any) -> DmEnvironment:
+    """A ``dm_env.Environment`` of ``num_envs`` copies of ``env_id``.
 
     Args:
         env_id: a registered id (``aiopool.list_envs()``).
         num_envs: envs stepped together.
         seed: env ``i`` is seeded ``seed + i`` at the first ``reset()``.
         num_threads: worker threads (default: one less than the cores).
+        batched: batched TimeSteps and specs (default: ``num_envs > 1``); unbatched needs
+            ``num_envs=1`` and is a conformant ``dm_env.Environment``.
         **make_kwargs: the env's constructor kwargs and ``aiopool.make`` options such as
             ``max_episode_steps``.
     """
-    return DmEnvironment(env_id, num_envs, seed=seed, num_threads=num_threads, **make_kwargs)
+    return DmEnvironment(env_id, num_envs, seed=seed, num_threads=num_threads,
+                         batched=batched, **make_kwargs)

@@ -12,11 +12,13 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
+from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
@@ -40,7 +42,10 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
 
     Differences from ``SyncVectorEnv``: ``reset()`` without a seed on a fresh env continues
     from the ``seed`` given to ``make_gymnasium`` (default 0) rather than OS entropy; ``reset``
-    takes no options other than ``reset_mask``; nothing renders yet.
+    takes no options other than ``reset_mask``; nothing renders yet. The envs live in C++:
+    ``get_attr`` / ``call`` answer ``spec``, ``np_random_seed``, ``observation_space``,
+    ``action_space``, ``metadata`` and ``render_mode``, and raise AttributeError for other names;
+    ``set_attr`` raises (pass constructor kwargs to ``make_gymnasium`` instead).
     """
 
     def __init__(self, env_id: str, num_envs: int = 1, *, seed: int | None = 0,
@@ -63,6 +68,16 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self._env_id = env_id
+        self.spec = EnvSpec(env_id, entry_point="aiopool.adapters.gymnasium:make_gymnasium",
+                            max_episode_steps=pool.spec.max_episode_steps or None,
+                            kwargs={**make_kwargs, "num_envs": num_envs, "seed": seed,
+                                    "autoreset_mode": mode})
+        self._single_spec = EnvSpec(env_id, entry_point="aiopool:make",
+                                    max_episode_steps=pool.spec.max_episode_steps or None,
+                                    kwargs=dict(make_kwargs))
+        # gymnasium's Env.np_random_seed of each env: the seed of its last seeded reset.
+        self._env_seeds: list[int | None] = [
+            None if seed is None else seed + i for i in range(num_envs)]
         self._obs: Array = np.zeros((num_envs, *self.single_observation_space.shape),
                                     dtype=self.single_observation_space.dtype)
         self._ended = np.zeros(num_envs, dtype=np.bool_)  # for DISABLED: must reset first
@@ -83,6 +98,11 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
             raise ValueError(f"reset options {sorted(options)} are not supported: aiopool's "
                              "native envs take no reset options (only reset_mask is understood)")
         rows = self._steps.reset(ids, seed)
+        for i in rows.env_id.tolist():
+            if isinstance(seed, int | np.integer):
+                self._env_seeds[i] = int(seed) + i
+            elif seed is not None and (s := seed[i]) is not None:
+                self._env_seeds[i] = int(s)
         self._obs[rows.env_id] = rows.obs
         self._ended[rows.env_id] = False
         return self._obs.copy(), self._infos(rows)
@@ -100,6 +120,32 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         self._obs[:] = rows.obs
         self._ended[:] = rows.terminated | rows.truncated
         return rows.obs, rows.reward, rows.terminated, rows.truncated, self._infos(rows)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """One value of ``name`` per env, as ``SyncVectorEnv.get_attr``."""
+        per_env: dict[str, Callable[[int], Any]] = {"np_random_seed": lambda i: self._env_seeds[i],
+                   "spec": lambda i: self._single_spec,
+                   "observation_space": lambda i: self.single_observation_space,
+                   "action_space": lambda i: self.single_action_space,
+                   "metadata": lambda i: {"render_modes": []},
+                   "render_mode": lambda i: None}
+        if name not in per_env:
+            raise AttributeError(
+                f"aiopool's {self._env_id} envs run in C++ and have no attribute {name!r}; "
+                f"get_attr and call know {sorted(per_env)}")
+        return tuple(per_env[name](i) for i in range(self.num_envs))
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """As ``SyncVectorEnv.call``: the attributes ``get_attr`` knows (none is a method)."""
+        if args or kwargs:
+            raise AttributeError(f"aiopool's {self._env_id} envs run in C++ and have no Python "
+                                 f"method {name!r} to call with arguments")
+        return self.get_attr(name)
+
+    def set_attr(self, name: str, values: list[Any] | tuple[Any, ...] | Any) -> None:
+        raise NotImplementedError(
+            f"aiopool's {self._env_id} envs run in C++ and their attributes cannot be set "
+            f"({name!r}); pass the env's constructor kwargs to make_gymnasium instead")
 
     def render(self) -> tuple[Any, ...] | None:
         raise NotImplementedError(

@@ -4,7 +4,11 @@ It behaves like SB3's ``DummyVecEnv`` over ``Monitor``-wrapped gymnasium envs: S
 autoreset (a finished env resets within the step; its last observation is in
 ``infos[i]["terminal_observation"]``), ``infos[i]["TimeLimit.truncated"]``, float32 rewards,
 seeds applied at the next ``reset()``, and Monitor's ``infos[i]["episode"]`` (``r``, ``l``,
-``t``) where an episode ended, so SB3 logs ``rollout/ep_rew_mean`` without a wrapper.
+``t``) where an episode ended, so SB3 logs ``rollout/ep_rew_mean`` without a wrapper. For
+Atari, ``r`` is the game score (the episode's unclipped rewards, ``info["episode_score"]``), as
+SB3's own Atari stack reports it (Monitor below ClipRewardEnv), while the step rewards stay
+clipped. The family's info keys (Atari's ``lives``, ``reward_unclipped``, ...; MuJoCo's reward
+terms) are in ``infos[i]``, the terminal step's where an episode ended.
 
 Example:
     >>> from stable_baselines3 import PPO
@@ -34,6 +38,10 @@ from stable_baselines3.common.vec_env.base_vec_env import (  # type: ignore[impo
 from . import Lockstep
 
 __all__ = ["Sb3VecEnv", "make_sb3"]
+
+# The pool's own info keys; every other key is the env family's and is passed through.
+_POOL_KEYS = frozenset({"elapsed_step", "episode_return", "episode_length", "final_obs",
+                        "final_info"})
 
 
 class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
@@ -81,10 +89,17 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
         done = rows.terminated | rows.truncated
         time_limit = rows.truncated & ~rows.terminated
         infos: list[dict[str, Any]] = [{"TimeLimit.truncated": bool(t)} for t in time_limit]
+        family = [k for k in rows.info if k not in _POOL_KEYS]
+        final = rows.info.get("final_info", {})
+        for i, info in enumerate(infos):
+            source = final if done[i] else rows.info
+            for k in family:
+                info[k] = source[k][i].item()
         elapsed = round(time.time() - self._t_start, 6)
+        returns = final.get("episode_score", rows.info["episode_return"])
         for i in np.flatnonzero(done).tolist():
             infos[i]["terminal_observation"] = rows.info["final_obs"][i]
-            infos[i]["episode"] = {"r": round(float(rows.info["episode_return"][i]), 6),
+            infos[i]["episode"] = {"r": round(float(returns[i]), 6),
                                    "l": int(rows.info["episode_length"][i]), "t": elapsed}
         return rows.obs, rows.reward.astype(np.float32), done, infos
 

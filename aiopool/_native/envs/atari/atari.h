@@ -75,7 +75,8 @@ class Atari {
     s.info = {{"lives", DType::kInt32, {}},
               {"frame_number", DType::kInt32, {}},
               {"episode_frame_number", DType::kInt32, {}},
-              {"reward_unclipped", DType::kInt32, {}}};
+              {"reward_unclipped", DType::kInt32, {}},
+              {"episode_score", DType::kFloat64, {}}};
     s.max_seed = std::numeric_limits<int32_t>::max();  // ale-py's seeds are C ints
     return s;
   }
@@ -123,6 +124,7 @@ class Atari {
     pool(true);
     elapsed_ = 0;
     reward_ = 0;
+    score_ = 0;
     game_over_ = false;
     lives_ = ale_->lives();
     life_lost_ = false;
@@ -148,6 +150,7 @@ class Atari {
     pool(grabbed);
     lives_ = ale_->lives();
     reward_ = reward;
+    score_ += reward;
     StepResult r;
     r.reward = o_.reward_clipping ? std::clamp(reward, -1, 1) : reward;
     r.terminated = game_over_ || ((o_.life_loss_info || o_.episodic_life) && life_lost_);
@@ -166,6 +169,7 @@ class Atari {
     *row.info_as<int32_t>(1) = ale_->getFrameNumber();
     *row.info_as<int32_t>(2) = ale_->getEpisodeFrameNumber();
     *row.info_as<int32_t>(3) = reward_;
+    *row.info_as<double>(4) = static_cast<double>(score_);
   }
 
  private:
@@ -368,7 +372,8 @@ class Atari {
   std::size_t stack_idx_ = 0;
   AreaResize resize_;
   int elapsed_ = 0;
-  int reward_ = 0;  // unclipped
+  int reward_ = 0;     // unclipped
+  int64_t score_ = 0;  // the episode's unclipped rewards: the game score
   bool game_over_ = false;
   int lives_ = 0;
   bool life_lost_ = false;

@@ -37,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -135,6 +136,12 @@ template <class F>
   return true;
 }
 
+// Everything but warnings goes on to the process's handler.
+inline void drop_warnings(const mjLogMessage* msg) {
+  if (msg->level == mjLOG_WARNING) return;
+  if (mjfLogHandler global = _mjPRIVATE_getGlobalLogHandler()) global(msg);
+}
+
 // ---- the model cache ------------------------------------------------------------------------
 
 inline std::shared_ptr<const mjModel> load_model(const std::string& path) {
@@ -147,8 +154,14 @@ inline std::shared_ptr<const mjModel> load_model(const std::string& path) {
                       static_cast<int64_t>(st.st_size));
   std::lock_guard<std::mutex> lock(mu);
   if (auto m = cache[key].lock()) return m;
+  // MuJoCo prints compile warnings (a deprecated attribute, ...) at each load; a file loaded
+  // before (the spec's model may expire before the envs load theirs) loads quietly.
+  static std::set<std::tuple<std::string, int64_t, int64_t>> loaded;
+  const bool quiet = !loaded.insert(key).second;
+  if (quiet) _mjPRIVATE_setTlsLogHandler(&drop_warnings);
   char error[1024] = "";
   mjModel* raw = mj_loadXML(path.c_str(), nullptr, error, sizeof error);
+  if (quiet) _mjPRIVATE_setTlsLogHandler(nullptr);
   if (raw == nullptr) throw std::invalid_argument("MuJoCo could not load " + path + ": " + error);
   std::shared_ptr<const mjModel> m(raw, [](const mjModel* p) { mj_deleteModel(const_cast<mjModel*>(p)); });
   cache[key] = m;
