@@ -13,8 +13,7 @@ returns them ordered by env id as writeable copies. Resetting only some envs (gy
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -28,8 +27,7 @@ __all__ = ["Lockstep", "Rows"]
 Seeds = int | Sequence[int | None] | None
 
 
-@dataclass(frozen=True)
-class Rows:
+class Rows(NamedTuple):
     """One row per env of a lockstep call, ordered by env id; every array is a writeable copy.
 
     ``info`` holds the pool's info arrays (``elapsed_step``, ``episode_return``,
@@ -141,6 +139,8 @@ class Lockstep:
 
 def _rows(batches: list[Batch], ids: npt.NDArray[np.int32]) -> Rows:
     """The rows of ``ids`` (sorted env ids) out of ``batches``, ordered by env id."""
+    if len(batches) == 1 and len(batches[0]) == len(ids):
+        return _rows_of_one(batches[0])
     env_id = np.concatenate([b.env_id for b in batches])
     order = np.argsort(env_id, kind="stable")
     take = order[np.searchsorted(env_id[order], ids)]
@@ -159,3 +159,28 @@ def _rows(batches: list[Batch], ids: npt.NDArray[np.int32]) -> Rows:
                 reward=pick([b.reward for b in batches]),
                 terminated=pick([b.terminated for b in batches]),
                 truncated=pick([b.truncated for b in batches]), info=info)
+
+
+def _rows_of_one(batch: Batch) -> Rows:
+    """``_rows`` of one batch holding every env asked for (a lockstep step): each field
+    copied once, in env id order (a plain copy when the rows already are, as they mostly
+    are with one worker thread)."""
+    names = batch._names
+    fields = batch.fields()
+    ids = fields[4]
+    if len(ids) < 2 or bool((ids[1:] > ids[:-1]).all()):
+        copied = [f.copy() for f in fields]
+    else:
+        order = np.argsort(ids, kind="stable")
+        copied = [f[order] for f in fields]
+    info: dict[str, Any] = {}
+    final: dict[str, Any] = {}
+    for name, value in zip(names[5:], copied[5:], strict=True):
+        if name.startswith("final_info."):
+            final[name[len("final_info."):]] = value
+        else:
+            info[name] = value
+    if final:
+        info["final_info"] = final
+    return Rows(env_id=copied[4], obs=copied[0], reward=copied[1], terminated=copied[2],
+                truncated=copied[3], info=info)

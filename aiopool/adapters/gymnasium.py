@@ -179,14 +179,20 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
     def _infos(self, rows: Rows) -> dict[str, Any]:
         """gymnasium's dict of arrays with ``_key`` masks, over all ``num_envs`` envs."""
         n = self.num_envs
-        present = np.zeros(n, dtype=np.bool_)
-        present[rows.env_id] = True
+        whole = len(rows.env_id) == n
+        keys = [k for k in rows.info if k not in ("final_obs", "final_info")]
+        # One allocation for every key's mask; each mask is its own row of it.
+        masks = np.ones((len(keys), n), dtype=np.bool_)
+        if not whole:
+            masks[:] = False
+            masks[:, rows.env_id] = True
         infos: dict[str, Any] = {}
         final_obs = rows.info.get("final_obs")
         final_info = rows.info.get("final_info")
-        for key, value in rows.info.items():
-            if key not in ("final_obs", "final_info"):
-                infos[key], infos[f"_{key}"] = _spread(value, rows.env_id, n), present.copy()
+        for j, key in enumerate(keys):
+            value = rows.info[key]
+            infos[key] = value if whole else _spread(value, rows.env_id, n)
+            infos[f"_{key}"] = masks[j]
         ended = np.zeros(n, dtype=np.bool_)
         ended[rows.env_id] = rows.terminated | rows.truncated
         if final_obs is not None and ended.any():
