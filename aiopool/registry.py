@@ -202,7 +202,9 @@ def _config(module: ModuleType, env_id: str,
     for name, value in kwargs.items():
         if name not in valid:
             why = " (aiopool envs do not render)" if name in _RENDER_KWARGS else ""
-            raise TypeError(f"{env_id} got an unexpected keyword argument {name!r}{why}; "
+            close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close and not why else ""
+            raise TypeError(f"{env_id} got an unexpected keyword argument {name!r}{why}{hint}; "
                             f"valid: {names}")
         kind = valid[name][0]
         if not _CHECKS[kind](value):

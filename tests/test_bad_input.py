@@ -130,3 +130,12 @@ def test_odd_arrays_are_converted_or_refused() -> None:
         pool.send(np.zeros(0, np.int64), np.zeros(0, np.int32))  # nothing to step: a no-op
         pool.send(np.ones(2, np.int64), [0, 1])
         assert sorted(pool.recv_blocking(timeout=5).reward.tolist()) == [1.0, 1.0]
+
+
+def test_an_unknown_kwarg_suggests_the_closest_valid_name() -> None:
+    with pytest.raises(TypeError, match="'reward_clip'; did you mean 'reward_clipping'"):
+        aiopool.make("Pong-v5", reward_clip=True)
+    with pytest.raises(TypeError, match="'ctrl_cost_weigth'; did you mean 'ctrl_cost_weight'"):
+        aiopool.make("Hopper-v5", ctrl_cost_weigth=0.1)
+    with pytest.raises(TypeError, match="'zzz'; valid: sutton_barto_reward"):
+        aiopool.make("CartPole-v1", zzz=1)
