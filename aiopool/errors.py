@@ -12,3 +12,7 @@ class NothingInFlight(RuntimeError):
 
     EnvPool hangs forever here; aiopool raises at once and says how many actions are missing.
     """
+
+
+class PolicyClosed(RuntimeError):
+    """The policy (a ``DynamicBatcher``, ...) was closed before or while a call waited."""
