@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -31,3 +33,18 @@ def test_throughput_quick_run_writes_json_and_plot(tmp_path: Path) -> None:
     assert all(m["steps"] > 0 for m in result["measurements"])
     assert (tmp_path / "throughput.png").stat().st_size > 0
     assert "| aiopool stream (asyncio) |" in proc.stdout
+
+
+def test_inference_quick_run_writes_json_and_plot(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="the inference benchmark's policy is a torch MLP")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "inference.py"), "--quick",
+         "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "inference.json").read_text())
+    modes = {(c["mode"], c["consumers"]) for c in result["cells"]}
+    assert modes == {(m, n) for m in ("direct", "executor", "batcher") for n in (1, 4)}
+    assert all(c["req_per_s"] > 0 and c["median_us"] > 0 for c in result["cells"])
+    batched = [c for c in result["cells"] if c["mode"] == "batcher" and c["consumers"] == 4]
+    assert batched[0]["rows_per_forward"] > 32  # the four consumers were coalesced
+    assert (tmp_path / "inference.png").stat().st_size > 0
