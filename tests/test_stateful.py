@@ -1,0 +1,1269 @@
+"""Model-based test of the pool contract: hypothesis draws random programs (sends, resets, every
+kind of receive, parked, cancelled and concurrent receivers, step(), stream(), bad input, close)
+and runs each on a pool of Counting-v0 and on a Python model of it. After every step:
+
+- every env event arrives exactly once, in order per env (obs[:, 0] counts an env's events);
+- every row equals the model's (obs, reward, terminated, truncated, env_id, the info fields and,
+  with autoreset="same_step", final_obs / final_info), in all three autoreset modes;
+- a receive fails with NothingInFlight exactly when no batch can come: a batch holds exactly
+  batch_size rows, and each receiver already parked is owed one of the batches to come;
+- nothing hangs: every wait is bounded, and a hang fails with the program that caused it;
+- batches already received never change, neither after later calls nor after close;
+- bad input is refused with ValueError/TypeError and leaves the pool as it was; arrays in
+  non-native byte order or with strides are converted or refused, never reinterpreted.
+
+The model is deterministic: Counting-v0 is, and its reset draw (info["draw"]) is numpy's
+PCG64 stream from SeedSequence(seed + env_id). Which rows share a batch, and when a batch is
+ready, depend on the worker threads; the model checks only what the contract fixes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import functools
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, NamedTuple, NoReturn, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+import uvloop
+from hypothesis import HealthCheck, settings
+from hypothesis import event as tally
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
+
+import aiopool
+
+HANG = 5.0  # a wait the model says must end, bounded: longer is a hang
+PROMPT = 2.0  # a call that must fail at once (NothingInFlight, PoolClosed), bounded
+PARKED_TIMEOUT = 60.0  # recv(timeout=...) of parked receivers: never meant to fire
+KEEP = 12  # received batches kept and compared after every step (and after close)
+MAX_ENVS = 8
+LOG_TAIL = 40
+
+Array = npt.NDArray[Any]
+
+
+class ContractViolation(AssertionError):
+    """A check failed. Each kind is its own class, so hypothesis shrinks and reports each."""
+
+
+class Hang(ContractViolation):
+    """A wait the model says must end did not end."""
+
+
+class MissingNothingInFlight(ContractViolation):
+    """A receive that no batch can ever serve waited (or timed out) instead of raising."""
+
+
+class SpuriousNothingInFlight(ContractViolation):
+    """A receive raised NothingInFlight though a batch can come."""
+
+
+class Stolen(ContractViolation):
+    """A receive got a batch none of which was its own: one a parked receiver is owed."""
+
+
+class WrongRows(ContractViolation):
+    """A received row differs from the model: lost, twice, out of order, or other values."""
+
+
+class BadInputAccepted(ContractViolation):
+    """Bad input was not refused."""
+
+
+class Reinterpreted(ContractViolation):
+    """An array in non-native byte order or with strides was read as something else."""
+
+
+class BatchChanged(ContractViolation):
+    """A batch already received changed (or became writeable)."""
+
+
+class AfterClose(ContractViolation):
+    """A call on a closed pool did not raise PoolClosed (or stream() did not end)."""
+
+
+class Unexpected(ContractViolation):
+    """A call ended in a way the contract does not allow (an unexpected exception)."""
+
+
+class Config(NamedTuple):
+    num_envs: int
+    batch_size: int
+    num_threads: int
+    autoreset: str
+    episode_length: int
+    max_episode_steps: int | None
+    num_actions: int
+    step_ns: int
+    jitter_ns: int
+    chunk: int
+    recv_spin_us: float
+    seed: int
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> Config:
+    num_envs = draw(st.integers(2, MAX_ENVS))
+    # batch_size == num_envs half of the time: every send then fills at most one batch.
+    batch_size = draw(st.one_of(st.just(num_envs), st.integers(1, num_envs)))
+    return Config(
+        num_envs=num_envs,
+        batch_size=batch_size,
+        num_threads=draw(st.sampled_from([1, 2])),
+        autoreset=draw(st.sampled_from(["next_step", "same_step", "disabled"])),
+        episode_length=draw(st.sampled_from([1, 2, 3, 5, 1000])),
+        max_episode_steps=draw(st.sampled_from([None, 0, 2, 4])),
+        num_actions=draw(st.sampled_from([1, 5, 1000, 2**62])),
+        step_ns=draw(st.sampled_from([0, 20_000, 300_000])),
+        jitter_ns=draw(st.sampled_from([0, 50_000])),
+        chunk=draw(st.sampled_from([1, 3])),
+        recv_spin_us=draw(st.sampled_from([0.0, 20.0, 200.0])),
+        seed=draw(st.sampled_from([0, 1, 12345, 2**40])),
+    )
+
+
+# Fixed-shape draws (one entry per possible env), so that what hypothesis draws never depends on
+# the timing of the worker threads: a rule applies them to the envs that are idle at the time.
+MASKS = st.lists(st.booleans(), min_size=MAX_ENVS, max_size=MAX_ENVS)
+ACTIONS = st.lists(st.one_of(st.integers(0, 9), st.integers(0, 2**62 - 1)),
+                   min_size=MAX_ENVS, max_size=MAX_ENVS)
+SEEDS = st.one_of(st.none(), st.integers(0, 2**40))
+BAD_INPUTS = [
+    "actions too long", "actions 2-d", "actions scalar", "actions float", "actions bool",
+    "actions object", "actions str", "actions complex", "action -1", "action num_actions",
+    "last action out of range", "env ids repeated", "env ids 2-d", "env ids float",
+    "env ids bool", "env ids object", "env id num_envs", "env id -1", "actions for no env ids",
+    "no actions for all envs", "send to a busy env", "send to an env never reset",
+    "send to an ended env (disabled)", "reset a busy env", "reset seed -1", "reset seed 1.5",
+    "reset env id num_envs", "reset env ids repeated", "step with a busy env",
+    "step with a bad shape", "step indivisible", "recv(timeout=nan)",
+    "recv_blocking(timeout=nan)", "empty send", "empty reset"]
+AFTER_CLOSE = ["send", "async_reset", "try_recv", "recv", "recv(timeout=1)",
+               "recv_blocking(timeout=1)", "step", "stream", "close", "aclose", "batch.send"]
+
+
+# -- the model ----------------------------------------------------------------------------
+
+
+@dataclass
+class Expected:
+    """One row the pool owes: the env event it reports and every value it must hold."""
+
+    env: int
+    event: int
+    values: dict[str, Any]
+    how: str  # the order that produced it, for messages
+
+
+class EnvModel:
+    """Counting-v0 plus the runner's bookkeeping (runner.h) for one env, after every order the
+    pool accepted; ``pending`` holds the rows those orders owe, oldest first."""
+
+    def __init__(self, env_id: int, cfg: Config) -> None:
+        self.id = env_id
+        self.cfg = cfg
+        self.staged_seed: int | None = cfg.seed + env_id  # make() stages seed + i
+        self.rng: np.random.Generator | None = None
+        self.events = 0
+        self.episode = -1
+        self.elapsed = 0
+        self.last_action = -1
+        self.draw = 0.0
+        self.ret = 0.0
+        self.length = 0
+        self.ended = False  # the last step ended the episode
+        self.was_reset = False
+        self.pending: deque[Expected] = deque()
+        self.last_delivered = 0  # event count of the last row received
+
+    @property
+    def idle(self) -> bool:
+        return not self.pending
+
+    @property
+    def sendable(self) -> bool:
+        return (self.idle and self.was_reset
+                and not (self.ended and self.cfg.autoreset == "disabled"))
+
+    def stage_seed(self, seed: int) -> None:
+        self.staged_seed = seed + self.id
+
+    def reset(self, how: str) -> None:
+        """An explicit async_reset: applies a staged seed first."""
+        if self.staged_seed is not None:
+            self.rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
+                self.staged_seed)))
+            self.staged_seed = None
+        self._reset_env()
+        self.was_reset = True
+        self._emit(0.0, False, False, 0, 0.0, 0, None, how)
+
+    def step(self, action: int, how: str) -> None:
+        cfg = self.cfg
+        if self.ended and cfg.autoreset == "next_step":  # the action is ignored
+            self._reset_env()
+            self._emit(0.0, False, False, 0, 0.0, 0, None, how + " (autoreset: action ignored)")
+            return
+        assert self.rng is not None
+        if cfg.jitter_ns > 0:
+            self.rng.random()  # the jitter of a step draws from the env's stream
+        self.events += 1
+        self.elapsed += 1
+        self.last_action = action
+        reward = float(action)
+        terminated = self.elapsed >= cfg.episode_length
+        self.length += 1
+        self.ret += reward
+        limit = cfg.max_episode_steps or 0  # Counting-v0 registers no time limit
+        truncated = limit > 0 and self.elapsed >= limit
+        ended = terminated or truncated
+        if ended and cfg.autoreset == "same_step":
+            final = {"final_obs": (self.events, self.episode, self.elapsed, action),
+                     "final_info.elapsed_step": self.elapsed, "final_info.draw": self.draw,
+                     "final_info.events_parity": self.events % 2}
+            ret, length = self.ret, self.length
+            self._reset_env()
+            self._emit(reward, terminated, truncated, 0, ret, length, final,
+                       how + " (same_step: ends the episode and resets)")
+            return
+        self.ended = ended
+        self._emit(reward, terminated, truncated, self.elapsed, self.ret, self.length, None, how)
+
+    def _reset_env(self) -> None:
+        assert self.rng is not None
+        self.events += 1
+        self.episode += 1
+        self.elapsed = 0
+        self.last_action = -1
+        self.draw = float(self.rng.random())
+        self.ret = 0.0
+        self.length = 0
+        self.ended = False
+
+    def _emit(self, reward: float, terminated: bool, truncated: bool, elapsed_step: int,
+              ret: float, length: int, final: dict[str, Any] | None, how: str) -> None:
+        values: dict[str, Any] = {
+            "obs": (self.events, self.episode, self.elapsed, self.last_action),
+            "reward": reward, "terminated": terminated, "truncated": truncated,
+            "elapsed_step": elapsed_step, "episode_return": ret, "episode_length": length,
+            "draw": self.draw, "events_parity": self.events % 2}
+        if self.cfg.autoreset == "same_step":
+            values.update(final or {"final_obs": (0, 0, 0, 0), "final_info.elapsed_step": 0,
+                                    "final_info.draw": 0.0, "final_info.events_parity": 0})
+        self.pending.append(Expected(self.id, self.events, values, how))
+
+
+def _row(batch: aiopool.Batch, r: int, same_step: bool) -> dict[str, Any]:
+    info = batch.info
+    got: dict[str, Any] = {
+        "obs": tuple(int(x) for x in batch.obs[r]), "reward": float(batch.reward[r]),
+        "terminated": bool(batch.terminated[r]), "truncated": bool(batch.truncated[r]),
+        "elapsed_step": int(info["elapsed_step"][r]),
+        "episode_return": float(info["episode_return"][r]),
+        "episode_length": int(info["episode_length"][r]), "draw": float(info["draw"][r]),
+        "events_parity": int(info["events_parity"][r])}
+    if same_step:
+        final = info["final_info"]
+        got["final_obs"] = tuple(int(x) for x in info["final_obs"][r])
+        got["final_info.elapsed_step"] = int(final["elapsed_step"][r])
+        got["final_info.draw"] = float(final["draw"][r])
+        got["final_info.events_parity"] = int(final["events_parity"][r])
+    return got
+
+
+def _arrays(batch: aiopool.Batch) -> dict[str, Array]:
+    """Every array of a batch by name (info flattened: final_info.x)."""
+    out: dict[str, Array] = {"obs": batch.obs, "reward": batch.reward,
+                             "terminated": batch.terminated, "truncated": batch.truncated,
+                             "env_id": batch.env_id}
+    for name, value in batch.info.items():
+        if isinstance(value, dict):
+            out.update({f"{name}.{k}": v for k, v in value.items()})
+        else:
+            out[name] = value
+    return out
+
+
+@dataclass
+class Kept:
+    """A received batch, the arrays as received and copies of them."""
+
+    batch: aiopool.Batch
+    who: str
+    originals: dict[str, Array]
+    copies: dict[str, Array] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.copies = {k: np.array(v, copy=True) for k, v in self.originals.items()}
+
+    def changes(self) -> list[str]:
+        bad = []
+        now = _arrays(self.batch)
+        for name, copy in self.copies.items():
+            for label, arr in (("as received", self.originals[name]), ("read again", now[name])):
+                if not np.array_equal(arr, copy):
+                    bad.append(f"{name} ({label}) was {copy.tolist()}, is {arr.tolist()}")
+                if arr.flags.writeable:
+                    bad.append(f"{name} ({label}) is writeable")
+        return bad
+
+
+@dataclass
+class Receiver:
+    """A recv() task parked on the pool: it is owed one of the batches to come."""
+
+    task: asyncio.Task[aiopool.Batch]
+    name: str
+    cancelled: bool = False
+
+
+def _waiting(pool: aiopool.Pool) -> int | None:
+    """Receivers parked in the pool's doorbell, when the pool tells (an internal)."""
+    n = getattr(getattr(pool, "_doorbell", None), "num_waiting", None)
+    return n if isinstance(n, int) else None
+
+
+def _swapped(a: Array) -> list[int]:
+    """What each element of an array in non-native byte order reads as if taken as native."""
+    return [int(x) for x, y in zip(a.view(a.dtype.newbyteorder()).tolist(), a.tolist(),
+                                   strict=True) if x != y]
+
+
+# -- the state machine ----------------------------------------------------------------------
+
+Rule = TypeVar("Rule", bound=Callable[..., None])
+
+
+def guarded(closed_op: str | None) -> Callable[[Rule], Rule]:
+    """Make a rule record the first contract violation instead of raising it; every later rule
+    is then a no-op and teardown raises it. A timing-dependent failure may come a step earlier
+    or later when hypothesis replays a program, and must not change what hypothesis draws
+    (it would report inconsistent data generation instead of the failure). For the same
+    reason rules have no preconditions on the pool's state: on a closed pool a rule checks
+    that ``closed_op`` raises PoolClosed instead ("": nothing to do; None: run the rule)."""
+
+    def decorate(body: Rule) -> Rule:
+        @functools.wraps(body)
+        def guarded_rule(self: PoolMachine, **kw: Any) -> None:
+            if self.violation is not None or self.pool is None:
+                return
+            self.rules_run[body.__name__] += 1
+            try:
+                if not self.closed or closed_op is None:
+                    body(self, **kw)
+                elif closed_op:
+                    self.after_close_check(closed_op)
+            except Exception as e:
+                self.violation = e
+
+        return guarded_rule  # type: ignore[return-value]
+
+    return decorate
+
+
+
+class PoolMachine(RuleBasedStateMachine):
+    """One example: a pool made by ``init``, a program of rules, then a drain and a close."""
+
+    loop_factory: ClassVar[Callable[[], asyncio.AbstractEventLoop]] = asyncio.new_event_loop
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = type(self).loop_factory()
+        self.handler_calls: list[dict[str, Any]] = []
+        self.loop.set_exception_handler(lambda _loop, ctx: self.handler_calls.append(ctx))
+        self.pool: aiopool.Pool | None = None
+        self.cfg: Config | None = None
+        self.envs: list[EnvModel] = []
+        self.parked: list[Receiver] = []
+        self.kept: deque[Kept] = deque(maxlen=KEEP)
+        self.log: list[str] = []
+        self.closed = False
+        self.maybe_given_back = False  # a cancelled receiver may have pushed a batch back
+        self.any_reset_call = False  # the pool's _ever_reset: stream() resets a pool never reset
+        self.empty_reset_accepted = False
+        self.receivers_made = 0
+        self.violation: Exception | None = None  # the first one; raised at teardown
+        self.rules_run: collections.Counter[str] = collections.Counter()
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    @property
+    def p(self) -> aiopool.Pool:
+        assert self.pool is not None
+        return self.pool
+
+    @property
+    def c(self) -> Config:
+        assert self.cfg is not None
+        return self.cfg
+
+    def note(self, line: str) -> None:
+        self.log.append(line)
+
+    def fail(self, msg: str, kind: type[ContractViolation] = Unexpected) -> NoReturn:
+        tail = self.log[-LOG_TAIL:]
+        raise kind(f"{msg}\n  pool: {self.c}\n  program so far ({len(self.log)} lines, last "
+                   f"{len(tail)}):\n    " + "\n    ".join(tail))
+
+    def check(self, ok: bool, msg: str, kind: type[ContractViolation] = Unexpected) -> None:
+        if not ok:
+            self.fail(msg, kind)
+
+    @property
+    def rows_pending(self) -> int:
+        return sum(len(e.pending) for e in self.envs)
+
+    def can_complete(self, ahead: int | None = None) -> bool:
+        """Whether a new receiver gets a batch: one goes to each receiver ahead of it first."""
+        ahead = len(self.parked) if ahead is None else ahead
+        return self.rows_pending >= self.c.batch_size * (ahead + 1)
+
+    def why(self) -> str:
+        return (f"model: {self.rows_pending} rows undelivered, {len(self.parked)} receivers "
+                f"parked ahead, batch_size {self.c.batch_size}")
+
+    def run(self, aw: Awaitable[Any], what: str, bound: float = HANG,
+            kind: type[ContractViolation] = Hang) -> asyncio.Task[Any]:
+        """Run ``aw`` on the loop for at most ``bound`` seconds; the finished task."""
+        task = asyncio.ensure_future(aw, loop=self.loop)
+        self.loop.run_until_complete(asyncio.wait([task], timeout=bound))
+        if not task.done():
+            task.cancel()
+            self.loop.run_until_complete(asyncio.wait([task], timeout=1.0))
+            self.fail(f"{what} was still waiting after {bound} s", kind)
+        self.settle()
+        return task
+
+    def spin_loop(self, turns: int) -> None:
+        async def spin() -> None:
+            for _ in range(turns):
+                await asyncio.sleep(0)
+
+        self.run(spin(), f"{turns} turns of the loop", PROMPT)
+
+    def new_receiver(self, aw: Awaitable[aiopool.Batch]) -> asyncio.Task[aiopool.Batch]:
+        self.receivers_made += 1
+        return asyncio.ensure_future(aw, loop=self.loop)
+
+    def park_until_registered(self, task: asyncio.Task[Any], what: str, expect: bool) -> None:
+        """Run the loop until ``task`` has finished or waits in the pool's FIFO."""
+
+        async def until() -> None:
+            for i in range(1_000_000):
+                unfinished = sum(not r.task.done() for r in self.parked) + (not task.done())
+                n = _waiting(self.p)
+                if task.done() or (n is not None and n >= unfinished) or (n is None and i >= 8):
+                    return
+                await asyncio.sleep(0 if i < 50 else 0.0005)
+
+        self.run(until(), f"{what} neither finishing nor parking", PROMPT,
+                 Hang if expect else MissingNothingInFlight)
+
+    @staticmethod
+    def outcome(task: asyncio.Task[Any]) -> tuple[str, Any]:
+        if task.cancelled():
+            return "cancelled", None
+        exc = task.exception()
+        if exc is None:
+            return "batch", task.result()
+        return type(exc).__name__, exc
+
+    def judge(self, who: str, expect: bool, why: str, what: str, value: Any,
+              timeout_ok: bool = False, cancel_ok: bool = False) -> None:
+        """Check how a receive ended against the model's expectation (taken before it ran)."""
+        tally(f"{who.split(' #')[0].split(' recv ')[0]}: {what}"
+              f"{'' if expect else ' (expected NothingInFlight)'}")
+        if what == "batch":
+            self.check(expect, f"{who} returned env_id={value.env_id.tolist()} though no batch "
+                       f"can be its own ({why}): " + (
+                           "it took a batch a parked receiver is owed" if "0 receivers" not in why
+                           else "no such batch can exist"), Stolen)
+            self.deliver([(value, who)])
+        elif what == "NothingInFlight":
+            self.check(not expect, f"{who} raised NothingInFlight though a batch can come "
+                       f"({why}): {value}", SpuriousNothingInFlight)
+        elif what == "TimeoutError" and timeout_ok:
+            self.check(expect, f"{who} timed out instead of raising NothingInFlight at once "
+                       f"({why})", MissingNothingInFlight)
+            self.maybe_given_back = True  # it may have held a batch when the timeout fired
+        elif not (what == "cancelled" and cancel_ok):
+            self.fail(f"{who} raised {what}: {value!r} ({why})")
+
+    # -- delivery -----------------------------------------------------------------------------
+
+    def deliver(self, got: list[tuple[aiopool.Batch, str]], size: int | None = None,
+                ordered: bool = False) -> None:
+        """Check received batches against the model; the rows of one env in event order."""
+        size = self.c.batch_size if size is None else size
+        same_step = self.c.autoreset == "same_step"
+        rows: list[tuple[int, int, aiopool.Batch, int, str]] = []
+        for batch, who in got:
+            self.note(f"  -> {who}: env_id={batch.env_id.tolist()} "
+                      f"events={batch.obs[:, 0].tolist()}")
+            self.check_structure(batch, size, who)
+            ids = batch.env_id.tolist()
+            self.check(len(set(ids)) == len(ids), f"{who}: an env appears twice in one batch: "
+                       f"env_id={ids}", WrongRows)
+            if ordered:
+                self.check(ids == list(range(size)), f"{who}: step() rows are not ordered by "
+                           f"env_id: {ids}", WrongRows)
+            rows += [(e, int(batch.obs[r, 0]), batch, r, who) for r, e in enumerate(ids)]
+            self.kept.append(Kept(batch, who, _arrays(batch)))
+        for env_id, event, batch, r, who in sorted(rows, key=lambda x: (x[0], x[1])):
+            self.check(0 <= env_id < self.c.num_envs, f"{who}: row {r} has env_id {env_id}",
+                       WrongRows)
+            env = self.envs[env_id]
+            if not env.pending or env.pending[0].event != event:
+                owed = [x.event for x in env.pending]
+                if event <= env.last_delivered:
+                    kind = f"DELIVERED TWICE (event {event} of env {env_id} already arrived)"
+                elif event in owed:
+                    earlier = owed[:owed.index(event)]
+                    kind = f"OUT OF ORDER (env {env_id} still owes events {earlier})"
+                else:
+                    kind = f"NEVER SENT (env {env_id} owes events {owed})"
+                self.fail(f"{who}: row {r} is env {env_id} event {event}: {kind}; batch "
+                          f"env_id={batch.env_id.tolist()} events={batch.obs[:, 0].tolist()}",
+                          WrongRows)
+            exp = env.pending.popleft()
+            actual = _row(batch, r, same_step)
+            diff = {k: (actual[k], v) for k, v in exp.values.items() if actual[k] != v}
+            if diff:
+                self.fail(f"{who}: row {r} (env {env_id}, event {event}, from {exp.how}) differs "
+                          "from the model: " + ", ".join(f"{k}: got {g!r}, expected {e!r}"
+                                                         for k, (g, e) in diff.items()), WrongRows)
+            env.last_delivered = event
+        if self.rows_pending < self.c.batch_size:
+            self.maybe_given_back = False  # no whole batch is left anywhere
+
+    def check_structure(self, batch: aiopool.Batch, size: int, who: str) -> None:
+        self.check(len(batch) == size, f"{who}: a batch of {len(batch)} rows, expected {size}",
+                   WrongRows)
+        arrays = _arrays(batch)
+        want = {"obs": (np.int64, (size, 4)), "reward": (np.float64, (size,)),
+                "terminated": (np.bool_, (size,)), "truncated": (np.bool_, (size,)),
+                "env_id": (np.int32, (size,)), "elapsed_step": (np.int32, (size,)),
+                "episode_return": (np.float64, (size,)), "episode_length": (np.int32, (size,)),
+                "draw": (np.float64, (size,)), "events_parity": (np.int32, (size,))}
+        if self.c.autoreset == "same_step":
+            want |= {"final_obs": (np.int64, (size, 4)),
+                     "final_info.elapsed_step": (np.int32, (size,)),
+                     "final_info.draw": (np.float64, (size,)),
+                     "final_info.events_parity": (np.int32, (size,))}
+        self.check(set(arrays) == set(want), f"{who}: fields {sorted(arrays)}, expected "
+                   f"{sorted(want)}", WrongRows)
+        for name, (dtype, shape) in want.items():
+            a = arrays[name]
+            self.check(a.dtype == dtype and a.shape == shape, f"{who}: {name} has dtype "
+                       f"{a.dtype} and shape {a.shape}, expected {np.dtype(dtype)} {shape}",
+                       WrongRows)
+            self.check(not a.flags.writeable, f"{who}: {name} is writeable", BatchChanged)
+
+    def settle(self) -> None:
+        """Account for parked receivers that finished."""
+        done = [r for r in self.parked if r.task.done()]
+        if not done:
+            return
+        self.parked = [r for r in self.parked if not r.task.done()]
+        got = []
+        for r in done:
+            what, value = self.outcome(r.task)
+            if what == "batch":
+                got.append((value, r.name))
+            elif what == "cancelled" and r.cancelled:
+                self.note(f"  -> {r.name}: cancelled")
+            elif what == "PoolClosed" and self.closed:
+                self.note(f"  -> {r.name}: PoolClosed")
+            else:
+                self.fail(f"{r.name}, parked in the pool, ended with {what}: {value!r}")
+        if got:
+            self.deliver(got)
+
+    # -- orders -------------------------------------------------------------------------------
+
+    def model_send(self, ids: list[int], actions: list[int], how: str) -> None:
+        for i, a in zip(ids, actions, strict=True):
+            self.envs[i].step(a, f"{how}: action {a}")
+
+    def model_reset(self, ids: list[int], seed: int | None, how: str) -> None:
+        self.any_reset_call = True
+        for i in ids:
+            if seed is not None:
+                self.envs[i].stage_seed(seed)
+            self.envs[i].reset(f"{how} (seed={seed})")
+
+    def pick(self, mask: list[bool], ok: Callable[[EnvModel], bool]) -> list[int]:
+        """The envs ``mask`` selects among those ``ok`` accepts; all of those if none."""
+        candidates = [e.id for e in self.envs if ok(e)]
+        chosen = [i for i in candidates if mask[i]]
+        return chosen or candidates
+
+    def actions_for(self, ids: list[int], vals: list[int]) -> list[int]:
+        return [v % self.c.num_actions for v in vals[:len(ids)]]
+
+    def send_back(self, batch: aiopool.Batch) -> None:
+        """What a policy does with a batch: act for its envs, and reset those that ended when
+        autoreset is disabled."""
+        ids = [i for i in batch.env_id.tolist() if self.envs[i].sendable]
+        ended = [i for i in batch.env_id.tolist()
+                 if self.envs[i].idle and self.envs[i].was_reset and not self.envs[i].sendable]
+        actions = [(self.envs[i].events * 7 + i) % self.c.num_actions for i in ids]
+        if ids:
+            self.p.send(np.array(actions, dtype=np.int64), np.array(ids, dtype=np.int32))
+            self.model_send(ids, actions, "a consumer's send")
+        if ended:
+            self.p.async_reset(env_ids=ended)
+            self.model_reset(ended, None, "a consumer's async_reset")
+
+    # -- rules: making, sending ---------------------------------------------------------------
+
+    @initialize(cfg=configs())
+    def init(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.pool = aiopool.make(
+            "Counting-v0", num_envs=cfg.num_envs, batch_size=cfg.batch_size,
+            num_threads=cfg.num_threads, seed=cfg.seed, autoreset=cfg.autoreset,
+            max_episode_steps=cfg.max_episode_steps, recv_spin_us=cfg.recv_spin_us,
+            episode_length=cfg.episode_length, num_actions=cfg.num_actions,
+            step_ns=cfg.step_ns, jitter_ns=cfg.jitter_ns, chunk=cfg.chunk)
+        self.envs = [EnvModel(i, cfg) for i in range(cfg.num_envs)]
+        self.note("make(...)")
+
+    @rule(mask=MASKS, vals=ACTIONS,
+          form=st.sampled_from(["all", "list", "int32", "int64", "uint16", "batch.send"]))
+    @guarded("send")
+    def send(self, mask: list[bool], vals: list[int], form: str) -> None:
+        self.settle()
+        ids = self.pick(mask, lambda e: e.sendable)
+        if not ids:
+            self.note("send: skipped, no env can take an action")
+            return
+        actions = self.actions_for(ids, vals)
+        source = next((k.batch for k in reversed(self.kept)
+                       if all(self.envs[i].sendable for i in k.batch.env_id.tolist())), None)
+        if form == "batch.send" and source is not None:
+            ids = source.env_id.tolist()
+            actions = self.actions_for(ids, vals)
+            self.note(f"batch.send({actions}) to env_id={ids}")
+            source.send(np.array(actions, dtype=np.int64))
+        elif form == "all" and len(ids) == self.c.num_envs:
+            self.note(f"send({actions})")
+            self.p.send(np.array(actions, dtype=np.int64))
+        else:
+            dtype = {"int32": np.int32, "int64": np.int64, "uint16": np.uint16}.get(form)
+            if dtype is np.uint16 and max(actions, default=0) > 65535:
+                dtype = np.uint64
+            if dtype is np.int32 and max(actions, default=0) > 2**31 - 1:
+                dtype = np.int64  # the values must fit the dtype the test chose
+            a: Any = actions if dtype is None else np.array(actions, dtype=dtype)
+            i: Any = ids if dtype is None else np.array(ids, dtype=np.int64)
+            self.note(f"send({actions}, env_ids={ids}) as {form}")
+            self.p.send(a, i)
+        self.model_send(ids, actions, "send")
+
+    @rule(mask=MASKS, seed=SEEDS, every=st.booleans())
+    @guarded("async_reset")
+    def async_reset(self, mask: list[bool], seed: int | None, every: bool) -> None:
+        self.settle()
+        if every and all(e.idle for e in self.envs):
+            self.note(f"async_reset(seed={seed})")
+            self.p.async_reset(seed=seed)
+            self.model_reset(list(range(self.c.num_envs)), seed, "async_reset")
+            return
+        ids = self.pick(mask, lambda e: e.idle)
+        if not ids:
+            self.note("async_reset: skipped, no env is idle")
+            return
+        self.note(f"async_reset(seed={seed}, env_ids={ids})")
+        self.p.async_reset(seed=seed, env_ids=ids)
+        self.model_reset(ids, seed, "async_reset")
+
+    # -- rules: receiving ---------------------------------------------------------------------
+
+    @rule(kind=st.sampled_from(["recv()", "recv(timeout=0)", "recv(timeout=0.0005)",
+                                "recv(timeout=30)", "try_recv()", "recv_blocking(timeout=0)",
+                                "recv_blocking(timeout=0.002)", "recv_blocking(timeout=5)"]))
+    @guarded("recv")
+    def receive(self, kind: str) -> None:
+        self.settle()
+        expect, why = self.can_complete(), self.why()
+        who = f"{kind} #{self.receivers_made}"
+        self.receivers_made += 1
+        self.note(f"{who} ({'a batch can come' if expect else 'expect NothingInFlight'})")
+        if kind == "try_recv()":
+            batch = self.p.try_recv()
+            if batch is not None:
+                self.judge(who, expect, why, "batch", batch)
+            return
+        timeout = {"recv()": None, "recv(timeout=0)": 0.0, "recv(timeout=0.0005)": 0.0005,
+                   "recv(timeout=30)": 30.0, "recv_blocking(timeout=0)": 0.0,
+                   "recv_blocking(timeout=0.002)": 0.002, "recv_blocking(timeout=5)": HANG}[kind]
+        if kind.startswith("recv_blocking"):
+            try:
+                what, value = "batch", self.p.recv_blocking(timeout=timeout)
+            except Exception as e:
+                what, value = type(e).__name__, e
+            if what == "TimeoutError" and timeout == HANG:
+                self.fail(f"{who} waited {HANG} s and timed out" + (
+                    f" though a batch can come ({why})" if expect else
+                    f" instead of raising NothingInFlight at once ({why})"),
+                    Hang if expect else MissingNothingInFlight)
+            self.judge(who, expect, why, what, value, timeout_ok=True)
+            return
+        task = self.run(self.p.recv(timeout=timeout), (
+            f"{who}, which can get a batch ({why})," if expect else
+            f"{who}, which should have raised NothingInFlight at once ({why}),"),
+            HANG if expect else PROMPT, Hang if expect else MissingNothingInFlight)
+        what, value = self.outcome(task)
+        self.judge(who, expect, why, what, value, timeout_ok=timeout is not None and timeout < 1)
+
+    @rule(n=st.integers(1, 2), with_timeout=st.booleans())
+    @guarded("recv(timeout=1)")
+    def park(self, n: int, with_timeout: bool) -> None:
+        """Receivers that wait in the pool's FIFO while later rules run."""
+        for _ in range(n):
+            self.settle()
+            expect, why = self.can_complete(), self.why()
+            kind = f"recv(timeout={PARKED_TIMEOUT})" if with_timeout else "recv()"
+            who = f"parked {kind} #{self.receivers_made}"
+            self.note(f"{who} ({'a batch can come' if expect else 'expect NothingInFlight'})")
+            task = self.new_receiver(self.p.recv(timeout=PARKED_TIMEOUT if with_timeout
+                                                 else None))
+            self.park_until_registered(task, who, expect)
+            if task.done():
+                self.judge(who, expect, why, *self.outcome(task))
+                continue
+            self.check(expect, f"{who} parked though no batch can be its own ({why}); it "
+                       "would wait forever instead of raising NothingInFlight",
+                       MissingNothingInFlight)
+            self.parked.append(Receiver(task, who))
+
+    @rule()
+    @guarded("")
+    def wait_parked(self) -> None:
+        self.await_parked()
+
+    def await_parked(self) -> None:
+        """Every parked receiver gets its batch."""
+        self.settle()
+        if not self.parked:
+            return
+        why = self.why()
+        self.note(f"wait for the {len(self.parked)} parked receivers")
+        self.check(self.rows_pending >= self.c.batch_size * len(self.parked),
+                   f"the parked receivers are owed more batches than can come ({why})", Stolen)
+        self.run(asyncio.wait([r.task for r in self.parked]),
+                 f"{len(self.parked)} parked receivers, each owed a batch ({why}),")
+
+    @rule(ms=st.sampled_from([0.2, 2.0]), loop_runs=st.booleans())
+    @guarded("")
+    def idle(self, ms: float, loop_runs: bool) -> None:
+        """Let time pass with the loop running (its callbacks run) or busy (they wait)."""
+        self.note(f"{'await asyncio.sleep' if loop_runs else 'time.sleep'}({ms / 1000})")
+        if loop_runs:
+            self.run(asyncio.sleep(ms / 1000), "asyncio.sleep")
+        else:
+            time.sleep(ms / 1000)
+
+    @rule(index=st.integers(0, 7))
+    @guarded("")
+    def cancel_parked(self, index: int) -> None:
+        self.settle()
+        if not self.parked:
+            return
+        r = self.parked[index % len(self.parked)]
+        self.note(f"cancel {r.name}")
+        r.cancelled = True
+        r.task.cancel()
+        self.maybe_given_back = True
+        self.run(asyncio.wait([r.task]), f"cancelled {r.name}", PROMPT)
+
+    @rule(turns=st.integers(0, 3), with_timeout=st.booleans())
+    @guarded("recv")
+    def cancel_recv(self, turns: int, with_timeout: bool) -> None:
+        """A receiver cancelled after ``turns`` turns of the loop: nothing may be lost."""
+        self.settle()
+        expect, why = self.can_complete(), self.why()
+        who = f"recv #{self.receivers_made}, cancelled after {turns} loop turns"
+        self.note(who)
+        task = self.new_receiver(self.p.recv(timeout=30.0 if with_timeout else None))
+        self.spin_loop(turns)
+        task.cancel()
+        self.maybe_given_back = True
+        self.run(asyncio.wait([task]), who, PROMPT)
+        self.judge(who, expect, why, *self.outcome(task), cancel_ok=True)
+
+    @rule(n=st.integers(2, 3), rounds=st.integers(1, 4), send_back=st.booleans())
+    @guarded("try_recv")
+    def consumers(self, n: int, rounds: int, send_back: bool) -> None:
+        """Tasks receiving at once, each acting on its batches as a policy would."""
+        self.settle()
+        why = self.why()
+        self.note(f"{n} consumers x {rounds} recv(){' + send' if send_back else ''}")
+        inside = [0]
+
+        async def consume(cid: int) -> None:
+            for k in range(rounds):
+                who = f"consumer {cid} recv {k}"
+                inside[0] += 1
+                try:
+                    batch = await self.p.recv()
+                except aiopool.NothingInFlight as e:
+                    inside[0] -= 1
+                    # Consumers inside recv() may not be in the pool's FIFO yet: `inside` bounds
+                    # the receivers ahead of this one from above.
+                    ahead = len(self.parked) + inside[0]
+                    self.check(not self.can_complete(ahead), f"{who} raised NothingInFlight "
+                               f"though a batch can come ({self.rows_pending} rows undelivered,"
+                               f" at most {ahead} receivers ahead): {e}", SpuriousNothingInFlight)
+                    return
+                inside[0] -= 1
+                self.settle()
+                self.deliver([(batch, who)])
+                if send_back:
+                    self.send_back(batch)
+
+        async def together() -> None:
+            await asyncio.gather(*(consume(c) for c in range(n)))
+
+        self.run(together(), f"{n} concurrent consumers ({why} at the start)").result()
+
+    @rule(k=st.integers(1, 4))
+    @guarded("stream")
+    def stream(self, k: int) -> None:
+        self.settle()
+        never = not self.any_reset_call
+        if never and self.empty_reset_accepted:
+            return  # whether async_reset(env_ids=[]) counts as a reset is not part of the contract
+        self.note(f"stream() for {k} batches, acting on each"
+                  + (" (it resets every env first)" if never else ""))
+        if never:  # stream() resets a pool that was never reset; no env is busy then
+            self.model_reset(list(range(self.c.num_envs)), None, "stream()'s first reset")
+
+        async def body() -> None:
+            async with contextlib.aclosing(self.p.stream()) as s:
+                for j in range(k):
+                    expect, why = self.can_complete(), self.why()
+                    who = f"stream() batch {j}"
+                    try:
+                        batch = await anext(s)
+                    except aiopool.NothingInFlight as e:
+                        self.judge(who, expect, why, "NothingInFlight", e)
+                        return
+                    self.judge(who, expect, why, "batch", batch)
+                    self.send_back(batch)
+
+        self.run(body(), f"stream() ({self.why()})").result()
+
+    # -- rules: step() ------------------------------------------------------------------------
+
+    @rule(vals=ACTIONS, cancel_after=st.one_of(st.none(), st.integers(1, 3)))
+    @guarded("step")
+    def step(self, vals: list[int], cancel_after: int | None) -> None:
+        self.settle()
+        n = self.c.num_envs
+        if n % self.c.batch_size or self.parked or not all(e.sendable for e in self.envs):
+            return
+        actions = self.actions_for(list(range(n)), vals)
+        self.note(f"step({actions})" + (f", cancelled after {cancel_after} loop turns"
+                                        if cancel_after is not None else ""))
+        coro = self.p.step(np.array(actions, dtype=np.int64))
+        if cancel_after is None:
+            task = self.run(coro, "step() with every env idle")
+        else:
+            task = asyncio.ensure_future(coro, loop=self.loop)
+            self.spin_loop(cancel_after)  # step() sends on its first turn
+            task.cancel()
+            self.maybe_given_back = True
+            self.run(asyncio.wait([task]), "cancelled step()", PROMPT)
+        self.model_send(list(range(n)), actions, "step()")
+        what, value = self.outcome(task)
+        if what == "batch":
+            self.deliver([(value, "step()")], size=n, ordered=True)
+        elif what != "cancelled" or cancel_after is None:
+            self.fail(f"step() raised {what}: {value!r}")
+
+    # -- rules: bad input ---------------------------------------------------------------------
+
+    def refused(self, call: Callable[[], Any], what: str,
+                suspicious: list[int] | None = None) -> bool:
+        """Run a call the pool may refuse; True if it raised ValueError or TypeError. A message
+        naming a reinterpreted value (``suspicious``) fails the test."""
+        try:
+            call()
+        except (ValueError, TypeError) as e:
+            msg = str(e)
+            self.note(f"{what}: refused ({type(e).__name__}: {msg[:100]})")
+            self.check(bool(msg), f"{what} was refused without a message")
+            named = [v for v in suspicious or []
+                     if re.search(rf"(?<![\d.]){v}(?![\d.])", msg)]
+            self.check(not named, f"{what} was refused with a message naming {named}: the "
+                       "array was REINTERPRETED (wrong byte order or strides), not converted: "
+                       f"{type(e).__name__}: {msg}", Reinterpreted)
+            return True
+        return False
+
+    def must_refuse(self, call: Callable[[], Any], what: str) -> None:
+        if not self.refused(call, what):
+            self.fail(f"bad input accepted: {what}; expected ValueError or TypeError and the "
+                      "pool unchanged", BadInputAccepted)
+
+    @rule(kind=st.sampled_from(BAD_INPUTS), mask=MASKS, vals=ACTIONS, index=st.integers(0, 7))
+    @guarded("send")
+    def bad_input(self, kind: str, mask: list[bool], vals: list[int], index: int) -> None:
+        """Refused, and nothing changes: the model stays as it is, and later steps match it."""
+        self.settle()
+        c, p = self.c, self.p
+        ids = self.pick(mask, lambda e: e.sendable)
+        acts = np.array(self.actions_for(ids, vals), dtype=np.int64)
+        k = len(ids)
+        sends: dict[str, tuple[Any, Any]] = {
+            "actions too long": (np.append(acts, 0), ids),
+            "actions 2-d": (acts[:, None], ids),
+            "actions scalar": (np.int64(0), ids),
+            "actions float": (acts.astype(np.float64), ids),
+            "actions bool": (np.ones(k, dtype=bool), ids),
+            "actions object": (acts.astype(object), ids),
+            "actions str": (np.array(["0"] * k), ids),
+            "actions complex": (acts.astype(np.complex128), ids),
+            "action -1": (np.full(k, -1, dtype=np.int64), ids),
+            "action num_actions": (np.full(k, c.num_actions, dtype=np.int64), ids),
+            "last action out of range": (np.append(acts[:-1], c.num_actions), ids),
+            "env ids repeated": (np.append(acts, 0), [*ids, ids[0]] if ids else []),
+            "env ids 2-d": (acts, np.array([ids], dtype=np.int32)),
+            "env ids float": (acts, np.array(ids, dtype=np.float64)),
+            "env ids bool": (acts, np.ones(k, dtype=bool)),
+            "env ids object": (acts, np.array(ids, dtype=object)),
+        }
+        if kind in sends:
+            if ids:
+                a, i = sends[kind]
+                self.must_refuse(lambda: p.send(a, i), f"send with {kind}")
+            return
+        calls: dict[str, Callable[[], Any]] = {
+            "env id num_envs": lambda: p.send(np.zeros(1, dtype=np.int64), [c.num_envs]),
+            "env id -1": lambda: p.send(np.zeros(1, dtype=np.int64), np.array([-1], np.int32)),
+            "actions for no env ids": lambda: p.send(np.zeros(1, dtype=np.int64), []),
+            "no actions for all envs": lambda: p.send(np.zeros(0, dtype=np.int64)),
+            "reset seed -1": lambda: p.async_reset(seed=-1),
+            "reset seed 1.5": lambda: p.async_reset(seed=1.5),  # type: ignore[arg-type]
+            "reset env id num_envs": lambda: p.async_reset(env_ids=[c.num_envs]),
+            "step with a bad shape": lambda: self.run(
+                p.step(np.zeros(c.num_envs + 1, dtype=np.int64)), kind, PROMPT).result(),
+            "recv(timeout=nan)": lambda: self.run(p.recv(timeout=float("nan")), kind,
+                                                  PROMPT).result(),
+            "recv_blocking(timeout=nan)": lambda: p.recv_blocking(timeout=float("nan")),
+        }
+        if kind in calls:
+            self.must_refuse(calls[kind], kind)
+        elif kind in ("send to a busy env", "reset a busy env"):
+            self.busy(kind == "reset a busy env", index, int(acts[0]) if k else 0)
+        elif kind == "send to an env never reset":
+            never = [e.id for e in self.envs if not e.was_reset and e.idle]
+            if never:
+                self.must_refuse(lambda: p.send(np.zeros(1, dtype=np.int64), [never[0]]),
+                                 f"send to env {never[0]}, never reset")
+        elif kind == "send to an ended env (disabled)":
+            ended = [e.id for e in self.envs if e.idle and e.was_reset and not e.sendable]
+            if ended:
+                self.must_refuse(lambda: p.send(np.zeros(1, dtype=np.int64), [ended[0]]),
+                                 f"send to env {ended[0]}, ended with autoreset disabled")
+        elif kind == "reset env ids repeated":
+            idle = [e.id for e in self.envs if e.idle]
+            if idle:
+                self.must_refuse(lambda: p.async_reset(seed=3, env_ids=[idle[0], idle[0]]),
+                                 f"async_reset(seed=3, env_ids={[idle[0], idle[0]]})")
+        elif kind == "step with a busy env":
+            if self.rows_pending and not self.parked:
+                self.must_refuse(lambda: self.run(p.step(np.zeros(c.num_envs, dtype=np.int64)),
+                                                  kind, PROMPT).result(), kind)
+        elif kind == "step indivisible":
+            if c.num_envs % c.batch_size:
+                self.must_refuse(lambda: self.run(p.step(np.zeros(c.num_envs, dtype=np.int64)),
+                                                  kind, PROMPT).result(), kind)
+        elif kind == "empty send":  # a no-op or refused; the pool unchanged either way
+            if not self.refused(lambda: p.send(np.zeros(0, dtype=np.int64),
+                                               np.zeros(0, dtype=np.int32)), kind):
+                self.note("send([], env_ids=[]): accepted, a no-op")
+        elif kind == "empty reset" and not self.refused(
+                lambda: p.async_reset(env_ids=np.zeros(0, dtype=np.int32)), kind):
+            self.note("async_reset(env_ids=[]): accepted, a no-op")
+            self.empty_reset_accepted = True
+
+    def busy(self, reset: bool, index: int, action: int) -> None:
+        """A send or async_reset to an env whose row has not been received."""
+        busy = [e.id for e in self.envs if not e.idle]
+        if not busy:
+            return
+        e = self.envs[busy[index % len(busy)]]
+        what = f"{'async_reset' if reset else 'send'} to env {e.id}, whose row is undelivered"
+        p = self.p
+        call: Callable[[], Any] = ((lambda: p.async_reset(env_ids=[e.id])) if reset
+                                   else (lambda: p.send(np.array([action], np.int64), [e.id])))
+        # With no receiver parked and no batch pushed back, every undelivered row is in flight
+        # or in a ready block: its env is busy. Otherwise the row may already be taken (pushed
+        # back by a cancelled receiver): the env is idle then, and the order allowed.
+        if (not self.parked and not self.maybe_given_back) or (
+                not reset and e.ended and self.c.autoreset == "disabled"):
+            self.must_refuse(call, what)
+        elif not self.refused(call, what):
+            self.note(f"{what}: accepted (its row was taken already)")
+            if reset:
+                self.model_reset([e.id], None, "async_reset of an env whose row was taken")
+            else:
+                self.model_send([e.id], [action], "send to an env whose row was taken")
+
+    @rule(kind=st.sampled_from([
+        "actions >i8", "actions >i4", "env ids >i4", "env ids >i8", "actions strided",
+        "actions reversed", "env ids strided", "env ids reversed", "reset env ids >i4",
+        "reset env ids strided"]), mask=MASKS, vals=ACTIONS)
+    @guarded("async_reset")
+    def convert_or_refuse(self, kind: str, mask: list[bool], vals: list[int]) -> None:
+        """Arrays in non-native byte order or with strides step with their values, or are
+        refused; never read as something else."""
+        self.settle()
+        resetting = kind.startswith("reset")
+        ids = self.pick(mask, (lambda e: e.idle) if resetting else (lambda e: e.sendable))
+        if not ids:
+            return
+        acts = self.actions_for(ids, vals)
+        a: Array = np.array(acts, dtype=np.int64)
+        i: Array = np.array(ids, dtype=np.int32)
+        suspicious: list[int] = []
+
+        def strided(values: Array, sentinel: int) -> Array:
+            base = np.full(2 * len(values), sentinel, dtype=values.dtype)
+            base[::2] = values
+            suspicious.append(sentinel)  # what a reader ignoring the strides finds
+            return base[::2]
+
+        if kind.endswith((">i8", ">i4")):
+            dtype = np.dtype(kind[-3:])
+            if "actions" in kind:
+                acts = [x % 2**31 for x in acts]
+                a = np.array(acts, dtype=dtype)
+                suspicious += _swapped(a)
+            else:
+                i = np.array(ids, dtype=dtype)
+                suspicious += _swapped(i)
+        elif kind == "actions strided":
+            a = strided(a, self.c.num_actions + 777_777)
+        elif kind == "actions reversed":
+            a = np.array(acts[::-1], dtype=np.int64)[::-1]
+        elif kind.endswith("env ids strided"):
+            i = strided(i, 1_000_003)
+        elif kind == "env ids reversed":
+            i = np.array(ids[::-1], dtype=np.int32)[::-1]
+        what = (f"async_reset(env_ids={ids})" if resetting
+                else f"send({acts}, env_ids={ids})") + f" with {kind}"
+        call = ((lambda: self.p.async_reset(env_ids=i)) if resetting
+                else (lambda: self.p.send(a, i)))
+        if self.refused(call, what, suspicious):
+            return
+        self.note(f"{what}: accepted")
+        if resetting:
+            self.model_reset(ids, None, f"async_reset with {kind}")
+        else:
+            self.model_send(ids, acts, f"send with {kind}")
+
+    # -- rules: close -------------------------------------------------------------------------
+
+    @rule(how=st.sampled_from(["close()", "aclose()", "with", "async with"]))
+    @guarded("close")
+    def close(self, how: str) -> None:
+        self.settle()
+        self.note(f"{how}, {len(self.parked)} receivers parked")
+        p = self.p
+        self.closed = True  # parked receivers may finish (PoolClosed) as soon as the loop runs
+        if how == "close()":
+            p.close()
+        elif how == "aclose()":
+            self.run(p.aclose(), "aclose()", PROMPT).result()
+        elif how == "with":
+            with p:
+                pass
+        else:
+            async def leave() -> None:
+                async with p:
+                    pass
+
+            self.run(leave(), "async with", PROMPT).result()
+        if self.parked:
+            self.run(asyncio.wait([r.task for r in self.parked]),
+                     "parked receivers after close (they must raise PoolClosed)", PROMPT)
+        for op in AFTER_CLOSE:
+            self.after_close_check(op)
+
+    @rule(op=st.sampled_from(AFTER_CLOSE))
+    @guarded(None)
+    def after_close(self, op: str) -> None:
+        if self.closed:
+            self.after_close_check(op)
+
+    def after_close_check(self, op: str) -> None:
+        """``op`` on the closed pool raises PoolClosed (stream() ends, close() does nothing)."""
+        p = self.p
+        n = self.c.num_envs
+        calls: dict[str, Callable[[], Any]] = {
+            "send": lambda: p.send(np.zeros(n, dtype=np.int64)),
+            "async_reset": lambda: p.async_reset(),
+            "try_recv": p.try_recv,
+            "recv": lambda: self.run(p.recv(), "recv() after close", PROMPT).result(),
+            "recv(timeout=1)": lambda: self.run(p.recv(timeout=1.0), "recv(timeout=1) after "
+                                                "close", PROMPT).result(),
+            "recv_blocking(timeout=1)": lambda: p.recv_blocking(timeout=1.0),
+            "step": lambda: self.run(p.step(np.zeros(n, dtype=np.int64)), "step() after close",
+                                     PROMPT).result(),
+        }
+        if op == "batch.send" and self.kept:
+            batch = self.kept[-1].batch
+            calls[op] = lambda: batch.send(np.zeros(len(batch), dtype=np.int64))
+        if op in calls:
+            try:
+                calls[op]()
+            except aiopool.PoolClosed:
+                return
+            except Exception as e:
+                self.fail(f"{op} after close raised {type(e).__name__}: {e}; expected "
+                          "PoolClosed", AfterClose)
+            self.fail(f"{op} after close returned; expected PoolClosed", AfterClose)
+        elif op == "stream":
+            async def drain() -> list[aiopool.Batch]:
+                return [b async for b in p.stream()]
+
+            try:
+                got = self.run(drain(), "stream() after close", PROMPT, AfterClose).result()
+            except aiopool.PoolClosed as e:
+                never = "" if self.any_reset_call else " never reset"
+                self.fail(f"stream() on a closed pool{never} raised PoolClosed ({e}); expected "
+                          "it to end", AfterClose)
+            self.check(got == [], f"stream() after close yielded {len(got)} batches", AfterClose)
+        elif op == "close":
+            p.close()
+        elif op == "aclose":
+            self.run(p.aclose(), "aclose() after close", PROMPT).result()
+
+    # -- after every step, and at the end -----------------------------------------------------
+
+    @invariant()
+    @guarded(None)
+    def received_batches_never_change(self) -> None:
+        for k in self.kept:
+            bad = k.changes()
+            self.check(not bad, f"a batch received by {k.who} changed: " + "; ".join(bad[:4]),
+                       BatchChanged)
+        self.check(not self.handler_calls, "the event loop's exception handler fired: "
+                   f"{self.handler_calls}")
+
+    def teardown(self) -> None:
+        try:
+            if self.violation is None and self.pool is not None and not self.closed:
+                try:
+                    self.drain()
+                except Exception as e:
+                    self.violation = e
+        finally:
+            try:
+                if self.pool is not None:
+                    self.pool.close()
+                    tasks = [r.task for r in self.parked]
+                    if tasks:
+                        self.loop.run_until_complete(asyncio.wait(tasks, timeout=PROMPT))
+                    for t in tasks:
+                        if t.done() and not t.cancelled():
+                            t.exception()
+                    self.received_batches_never_change()  # after close, too
+            finally:
+                self.loop.close()
+        if self.violation is not None:
+            raise self.violation
+
+    def drain(self) -> None:
+        """Every row owed that can fill a batch arrives; then the pool has nothing in flight."""
+        self.note("drain")
+        self.await_parked()
+        while self.rows_pending >= self.c.batch_size:
+            why = self.why()
+            task = self.run(self.p.recv(), f"recv() while draining ({why})")
+            self.judge("drain recv()", True, why, *self.outcome(task))
+        why = self.why()
+        task = self.run(self.p.recv(), f"the last recv() ({why}), which should have raised "
+                        "NothingInFlight at once,", PROMPT, MissingNothingInFlight)
+        self.judge("the last recv()", False, why, *self.outcome(task))
+        batch = self.p.try_recv()
+        if batch is not None:
+            self.judge("the last try_recv()", False, why, "batch", batch)
+
+
+# -- the tests ----------------------------------------------------------------------------------
+
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+
+
+@contextlib.contextmanager
+def _contention(kind: str) -> Iterator[None]:
+    """"pinned": this thread, and the worker threads of the pools it makes, on one core;
+    "busy": a busy-looping process on the last core, competing with the pools' threads."""
+    if kind == "pinned":
+        before = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {min(before)})
+        try:
+            yield
+        finally:
+            os.sched_setaffinity(0, before)
+    elif kind == "busy":
+        core = max(os.sched_getaffinity(0))
+        hog = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, "
+                                f"{{{core}}})\nwhile True:\n    pass\n"])
+        try:
+            yield
+        finally:
+            hog.kill()
+            hog.wait(10)
+    else:
+        yield
+
+
+def _run(loop: str, contention: str, examples: int, steps: int) -> None:
+    machine = type(f"PoolMachine_{loop}_{contention}", (PoolMachine,),
+                   {"loop_factory": staticmethod(LOOPS[loop])})
+    with _contention(contention):
+        run_state_machine_as_test(machine, settings=settings(
+            max_examples=examples, stateful_step_count=steps, deadline=None, derandomize=True,
+            database=None, print_blob=False,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("contention", ["none", "pinned"])
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_pool_matches_its_model(loop: str, contention: str) -> None:
+    _run(loop, contention, examples=25, steps=30)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("contention", ["none", "pinned", "busy"])
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_pool_matches_its_model_long_campaign(loop: str, contention: str) -> None:
+    _run(loop, contention, examples=300, steps=60)
