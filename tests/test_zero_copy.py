@@ -15,6 +15,9 @@ Shared memory is checked by comparing data pointers. What each path does today:
 The copying and raising paths are asserted as they are, so that a change upstream is noticed.
 A shared tensor keeps the batch's block alive: it is not recycled while the tensor lives, and
 stays valid after the pool is closed.
+
+The file is named to run after the tests that fork (test_close, test_ppo_example): JAX starts
+threads when it is imported, and a fork() after that can deadlock the child.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ def _require(name: str) -> Any:
         error = e
     if name.split(".")[0] == "torch":
         pytest.skip(f"torch is not installed ({error}): pip install torch==2.13.0")
-    pytest.fail(f"tests/test_interop.py needs {name.split('.')[0]}, which does not import "
+    pytest.fail(f"tests/test_zero_copy.py needs {name.split('.')[0]}, which does not import "
                 f"({error}); install it with: pip install -e '.[test]'", pytrace=False)
 
 
