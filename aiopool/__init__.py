@@ -4,13 +4,25 @@ from typing import TYPE_CHECKING, Any
 
 from .adapters.gymnasium import make_gymnasium
 from .batch import Batch
-from .errors import NothingInFlight, PoolClosed
+from .errors import EnvError, NothingInFlight, PoolClosed, WorkerDied
 from .pool import Pool
 from .registry import list_envs, make
 from .spec import EnvSpec
 
-__all__ = ["Batch", "EnvSpec", "NothingInFlight", "Pool", "PoolClosed", "list_envs", "make",
-           "make_dm", "make_gymnasium", "make_sb3"]
+__all__ = [
+    "Batch",
+    "EnvError",
+    "EnvSpec",
+    "NothingInFlight",
+    "Pool",
+    "PoolClosed",
+    "WorkerDied",
+    "list_envs",
+    "make",
+    "make_dm",
+    "make_gymnasium",
+    "make_sb3",
+]
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:

@@ -89,12 +89,16 @@ class Doorbell:
                 waiters.popleft()
             if not waiters:
                 return
-            batch = self._take()
-            if batch is None:
-                self._native.arm()
-                batch = self._take()  # re-check after arming: the Dekker half on our side
+            try:
+                batch = self._take()
                 if batch is None:
-                    return
+                    self._native.arm()
+                    batch = self._take()  # re-check after arming: the Dekker half on our side
+            except Exception as e:  # an env or worker fault of a process-backed pool
+                waiters.popleft().set_exception(e)
+                continue
+            if batch is None:
+                return
             waiters.popleft().set_result(batch)
 
     def detach(self) -> None:

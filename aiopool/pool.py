@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from ._waiting import Doorbell
 from .batch import Batch
-from .errors import NothingInFlight, PoolClosed
+from .errors import EnvError, NothingInFlight, PoolClosed
 from .spec import EnvSpec
 
 _YIELD_EVERY = 8
@@ -55,6 +55,8 @@ class Pool:
         >>> async for batch in pool.stream():
         ...     batch.send(policy(batch.obs))
     """
+
+    backend = "threads"
 
     def __init__(self, native: Any, spec: EnvSpec, *, seed: int | None, autoreset: str,
                  recv_spin_us: float) -> None:
@@ -171,14 +173,19 @@ class Pool:
         if timeout is not None:
             timeout = _finite_or_none(timeout)
         self._streak += 1
-        if self._streak >= _YIELD_EVERY or (
-                time.perf_counter_ns() - self._last_yield > _YIELD_AFTER_NS):
-            await asyncio.sleep(0)
-            self._check_open()
-            self._streak = 0
-            self._last_yield = time.perf_counter_ns()
         batch = self._take_in_turn(timeout)
         if batch is not None:
+            if self._streak >= _YIELD_EVERY or (
+                    time.perf_counter_ns() - self._last_yield > _YIELD_AFTER_NS):
+                # Yield with the batch in hand, so receivers are still served in call order.
+                try:
+                    await asyncio.sleep(0)
+                except BaseException:
+                    self._doorbell.give_back(batch)
+                    raise
+                self._check_open()
+                self._streak = 0
+                self._last_yield = time.perf_counter_ns()
             return batch
         self._streak = 0
         self._last_yield = time.perf_counter_ns()
@@ -530,7 +537,11 @@ def _taker(native: Any, returned: deque[Batch], names: tuple[str, ...],
     def take(spin_ns: int = 0) -> Batch | None:
         if returned:
             return returned.popleft()
-        arrays = native.take(spin_ns)
+        try:
+            arrays = native.take(spin_ns)
+        except EnvError as e:  # a process-backed pool's env raised: the batch rides along
+            e.batch = Batch(e.arrays, names, weak)
+            raise
         if arrays is None:
             return None
         return Batch(arrays, names, weak)

@@ -10,9 +10,11 @@ import importlib.util
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any, cast
+
+import gymnasium as gym
 
 from ._native import _core  # the engine and the envs that need no simulator (core_module.cc)
 from .pool import Pool
@@ -104,19 +106,38 @@ def unavailable_families() -> dict[str, str]:
     return {_FAMILIES[name]: why for name, why in _unavailable.items()}
 
 
-def make(env_id: str, num_envs: int = 1, batch_size: int | None = None,
+def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | None = None,
          num_threads: int | None = None, seed: int | None = 0, autoreset: str = "next_step",
          *, max_episode_steps: int | None = None, recv_spin_us: float | None = None,
-         worker_spin_us: float | None = None, **env_kwargs: Any) -> Pool:
+         worker_spin_us: float | None = None, backend: str | None = None,
+         num_workers: int | None = None, restart: bool = False,
+         step_timeout: float | None = None, on_env_error: str = "raise",
+         info_keys: Mapping[str, Any] | None = None, **env_kwargs: Any) -> Pool:
     """Make a pool of ``num_envs`` copies of ``env_id``.
 
+    Which backend steps the envs:
+
+    - **threads** (``Pool``): aiopool's native C++ envs (``aiopool.list_envs()``), stepped by
+      C++ worker threads. Every id aiopool has natively gets this unless you ask otherwise.
+    - **processes** (``ProcessPool``): any other gymnasium env, in ``num_workers`` worker
+      processes that each host several envs; rows travel through shared memory. Used for a
+      registered gymnasium id aiopool has no native env for (``"LunarLander-v3"``), for a
+      factory (``aiopool.make(lambda: MyEnv(level=3), num_envs=8)``: any picklable callable
+      returning a ``gymnasium.Env``; lambdas are pickled with cloudpickle), and for any id with
+      ``backend="processes"`` (gymnasium's own implementation of it).
+
+    ``pool.backend`` says which one a pool got. Both keep the same contract: ``send``, ``recv``,
+    ``stream``, ``step``, autoreset modes, episode statistics, cancellation, timeouts, close.
+
     Args:
-        env_id: a registered id (``aiopool.list_envs()``), such as ``"CartPole-v1"``.
+        env_id: a registered id (``aiopool.list_envs()``, or gymnasium's registry), such as
+            ``"CartPole-v1"``, or a factory returning a ``gymnasium.Env``.
         num_envs: envs in the pool.
         batch_size: env steps per received batch (default ``num_envs``). ``batch_size <=
             num_envs // 2`` lets stepping and your policy overlap.
         num_threads: worker threads (default: one less than the cores, at least 1, at most
-            ``num_envs``), leaving a core for the Python thread.
+            ``num_envs``), leaving a core for the Python thread. For the process backend, the
+            default of ``num_workers``.
         seed: env ``i`` is seeded ``seed + i`` exactly as ``gymnasium.make(env_id).reset(
             seed=seed + i)``; None draws fresh entropy.
         autoreset: ``"next_step"`` (gymnasium 1.x and EnvPool default), ``"same_step"``
@@ -126,18 +147,52 @@ def make(env_id: str, num_envs: int = 1, batch_size: int | None = None,
             20 µs: waking a sleeping thread costs ~20 µs on a VM).
         worker_spin_us: how long an idle worker busy-polls before sleeping (default 50 µs).
             At most ``cores - 1`` workers poll at once, so the Python thread keeps a core.
-        **env_kwargs: the env's gymnasium constructor arguments.
+        backend: ``"threads"`` or ``"processes"``; default: threads for native ids, processes
+            for everything else.
+        num_workers: worker processes (process backend; default: the cores, at most
+            ``num_envs``). Env ``i`` lives in worker ``i // ceil(num_envs / num_workers)``.
+        restart: process backend: replace a worker process that dies with a fresh one (its
+            envs start new episodes; those that had an action in flight return a reset row),
+            instead of raising ``aiopool.WorkerDied``.
+        step_timeout: process backend: seconds an env's ``step`` / ``reset`` may take before
+            its worker is killed (and then restarted or reported as dead). Default: no limit.
+        on_env_error: process backend, when an env raises: ``"raise"`` (default) raises
+            ``aiopool.EnvError`` from the receive, carrying the batch and the traceback;
+            ``"truncate"`` only marks the row (``info["env_error"]``, ``truncated``).
+            Either way the env's next send resets it and ``pool.env_error(i)`` has the text.
+        info_keys: process backend: scalar info keys to carry into ``batch.info``, with their
+            dtypes (``{"lives": np.int32}``); a key missing from an env's info reads 0.
+        **env_kwargs: the env's gymnasium constructor arguments (or the factory's).
 
     Raises:
         ValueError: unknown env id, bad sizes or autoreset mode.
         TypeError: an unknown or mistyped env kwarg (the message lists the valid ones).
     """
-    module = _module_for(env_id)
     for name, value in (("num_envs", num_envs), ("batch_size", batch_size),
-                        ("num_threads", num_threads)):
+                        ("num_threads", num_threads), ("num_workers", num_workers)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                   or value < 1):
             raise ValueError(f"{name} is {value!r}, expected a positive int")
+    if backend not in (None, "threads", "processes"):
+        raise ValueError(f"backend is {backend!r}, expected 'threads', 'processes' or None")
+    if backend == "threads" and not isinstance(env_id, str):
+        raise ValueError("backend='threads' runs aiopool's native envs only; a factory runs in "
+                         "worker processes (backend='processes')")
+    if backend is None:
+        backend = "threads" if isinstance(env_id, str) and _is_native(env_id) else "processes"
+    if backend == "processes":
+        return _make_process(env_id, num_envs, batch_size, num_threads, seed, autoreset,
+                             max_episode_steps=max_episode_steps, recv_spin_us=recv_spin_us,
+                             worker_spin_us=worker_spin_us, num_workers=num_workers,
+                             restart=restart, step_timeout=step_timeout,
+                             on_env_error=on_env_error, info_keys=info_keys or {},
+                             env_kwargs=env_kwargs)
+    assert isinstance(env_id, str)
+    if num_workers is not None or restart or step_timeout is not None or info_keys:
+        raise TypeError("num_workers, restart, step_timeout and info_keys apply to the process "
+                        f"backend; {env_id} runs on native threads (backend='processes' runs "
+                        "gymnasium's implementation in worker processes)")
+    module = _module_for(env_id)
     batch_size = num_envs if batch_size is None else batch_size
     if batch_size > num_envs:
         raise ValueError(f"batch_size ({batch_size}) must not exceed num_envs ({num_envs})")
@@ -165,6 +220,35 @@ def make(env_id: str, num_envs: int = 1, batch_size: int | None = None,
         max_spinners))
     spec = EnvSpec.from_native(env_id, native.spec, config)
     return Pool(native, spec, seed=seed, autoreset=autoreset, recv_spin_us=recv_spin_us)
+
+
+def _is_native(env_id: str) -> bool:
+    """Whether a native module registers ``env_id``, or it is not gymnasium's either (so
+    ``_module_for`` explains what is wrong: a typo, or a family this build lacks)."""
+    if any(env_id in module.list_envs() for module in _modules()):
+        return True
+    family = _family_of(env_id)
+    if family in _unavailable:
+        return True
+    return env_id not in gym.registry
+
+
+def _make_process(env_id: str | Callable[[], Any], num_envs: int, batch_size: int | None,
+                  num_threads: int | None, seed: int | None, autoreset: str, *,
+                  num_workers: int | None, recv_spin_us: float | None,
+                  worker_spin_us: float | None, **options: Any) -> Pool:
+    from ._process import default_workers, make_process
+
+    batch_size = num_envs if batch_size is None else batch_size
+    if batch_size > num_envs:
+        raise ValueError(f"batch_size ({batch_size}) must not exceed num_envs ({num_envs})")
+    if autoreset not in _AUTORESET_MODES:
+        raise ValueError(f"autoreset is {autoreset!r}, expected one of {_AUTORESET_MODES}")
+    workers = num_workers or num_threads or default_workers(num_envs)
+    return make_process(env_id, num_envs, batch_size, min(workers, num_envs), seed, autoreset,
+                        recv_spin_us=20.0 if recv_spin_us is None else recv_spin_us,
+                        worker_spin_us=50.0 if worker_spin_us is None else worker_spin_us,
+                        **options)
 
 
 def _is_number(value: Any) -> bool:

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import helpers
 import pytest
 import uvloop
 
@@ -36,3 +37,14 @@ def _loop_exception_handler_stays_silent() -> Iterator[None]:
     yield
     calls, _HANDLER_CALLS[:] = list(_HANDLER_CALLS), []
     assert not calls, f"the event loop's exception handler fired: {calls}"
+
+
+@pytest.fixture(params=["threads", "processes"])
+def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run a contract test on each backend: ``helpers.counting`` builds a native Counting-v0
+    pool on threads, or the same env in Python in worker processes."""
+    helpers.BACKEND = request.param
+    try:
+        yield request.param
+    finally:
+        helpers.BACKEND = "threads"

@@ -1,18 +1,81 @@
-"""Shared test helpers: the counting env and per-env accounting of its rows."""
+"""Shared test helpers: the counting env (native, and the same env in Python for the process
+backend), the backend the contract tests run on, and per-env accounting of the rows."""
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import time
+from typing import Any, ClassVar
 
+import gymnasium as gym
 import numpy as np
 
 import aiopool
 
+# The backend ``counting`` builds pools on; the ``backend`` fixture (conftest.py) sets it, so
+# the contract tests that use ``counting`` run on native threads and on worker processes.
+BACKEND = "threads"
+_NATIVE_ONLY = ("chunk",)
+
 
 def counting(num_envs: int = 8, batch_size: int | None = None, num_threads: int = 2,
              **kw: Any) -> aiopool.Pool:
+    if BACKEND == "processes":
+        pool_kw = {k: kw.pop(k) for k in ("seed", "autoreset", "recv_spin_us", "worker_spin_us",
+                                          "max_episode_steps") if k in kw}
+        for k in _NATIVE_ONLY:
+            kw.pop(k, None)
+        steps = pool_kw.pop("max_episode_steps", None)
+        factory = functools.partial(CountingEnv, max_episode_steps=steps, **kw)
+        return aiopool.make(factory, num_envs=num_envs, batch_size=batch_size,
+                            num_workers=num_threads, info_keys=CountingEnv.INFO, **pool_kw)
     return aiopool.make("Counting-v0", num_envs=num_envs, batch_size=batch_size,
                         num_threads=num_threads, **kw)
+
+
+class CountingEnv(gym.Env[np.ndarray, int]):
+    """Counting-v0 (``aiopool/_native/envs/testing/counting.h``) in Python, step for step:
+    obs = [events, episode, elapsed, last_action], reward = action, terminated when elapsed
+    reaches ``episode_length``; each reset draws one uniform (``info["draw"]``) from the env's
+    ``np_random``, which is what the native env's rng draws for the same seed."""
+
+    INFO: ClassVar[dict[str, Any]] = {"draw": np.float64, "events_parity": np.int32}
+
+    def __init__(self, episode_length: int = 10, num_actions: int = 1000, step_ns: int = 0,
+                 jitter_ns: int = 0, max_episode_steps: int | None = None) -> None:
+        self.observation_space = gym.spaces.Box(0, 1e18, (4,), np.int64)
+        self.action_space = gym.spaces.Discrete(num_actions)
+        self.episode_length, self.step_ns, self.jitter_ns = episode_length, step_ns, jitter_ns
+        self.limit = max_episode_steps
+        self.events, self.episode, self.elapsed, self.last, self.draw = 0, -1, 0, -1, 0.0
+
+    def _obs(self) -> tuple[np.ndarray, dict[str, Any]]:
+        obs = np.array([self.events, self.episode, self.elapsed, self.last], dtype=np.int64)
+        return obs, {"draw": self.draw, "events_parity": self.events % 2}
+
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.events += 1
+        self.episode += 1
+        self.elapsed, self.last = 0, -1
+        self.draw = float(self.np_random.random())
+        return self._obs()
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        wait = self.step_ns
+        if self.jitter_ns:
+            wait += int(self.np_random.random() * self.jitter_ns)
+        if wait:
+            until = time.perf_counter_ns() + wait
+            while time.perf_counter_ns() < until:
+                pass
+        self.events += 1
+        self.elapsed += 1
+        self.last = int(action)
+        truncated = self.limit is not None and self.limit > 0 and self.elapsed >= self.limit
+        obs, info = self._obs()
+        return obs, float(action), self.elapsed >= self.episode_length, truncated, info
 
 
 class Ledger:

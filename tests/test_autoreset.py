@@ -8,6 +8,9 @@ from helpers import counting
 
 import aiopool
 
+# The pool contract: each test runs on native threads and on worker processes.
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 async def _run(pool: aiopool.Pool, steps: int) -> list[aiopool.Batch]:
     pool.async_reset()
@@ -52,13 +55,14 @@ async def test_same_step_resets_at_once_and_keeps_the_final_obs() -> None:
 async def test_disabled_requires_an_explicit_reset() -> None:
     with counting(num_envs=2, batch_size=1, episode_length=2, autoreset="disabled") as pool:
         pool.async_reset()
-        for _ in range(2):
-            (await pool.recv()).send([1])
-        for _ in range(2):
+        ended = {}
+        while len(ended) < 2:  # each env: reset, step, step (terminated), in any interleaving
             b = await pool.recv()
-            b.send([1])
-        ended = [await pool.recv(), await pool.recv()]
-        assert all(bool(b.terminated[0]) for b in ended)
+            if b.terminated[0]:
+                ended[int(b.env_id[0])] = b
+            else:
+                b.send([1])
+        assert all(b.info["elapsed_step"][0] == 2 for b in ended.values())
         with pytest.raises(ValueError, match="autoreset is 'disabled'.*async_reset"):
             pool.send([1], [0])
         pool.async_reset(env_ids=[0])

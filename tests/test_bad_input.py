@@ -8,6 +8,9 @@ from helpers import Ledger, counting
 
 import aiopool
 
+# The pool contract: each test runs on native threads and on worker processes.
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 def test_make_rejects_unknown_ids_kwargs_and_sizes() -> None:
     with pytest.raises(ValueError, match="unknown env id 'CartPole-v9'.*did you mean"):

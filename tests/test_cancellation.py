@@ -9,6 +9,9 @@ import numpy as np
 import pytest
 from helpers import Ledger, counting
 
+# The pool contract: each test runs on native threads and on worker processes.
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 @pytest.mark.asyncio
 async def test_cancel_while_waiting_then_receive() -> None:

@@ -17,6 +17,9 @@ from helpers import counting
 
 import aiopool
 
+# The pool contract: each test runs on native threads and on worker processes.
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 @pytest.mark.asyncio
 async def test_close_fails_pending_recv_and_is_idempotent() -> None:

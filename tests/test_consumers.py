@@ -8,6 +8,9 @@ import numpy as np
 import pytest
 from helpers import Ledger, counting
 
+# The pool contract: each test runs on native threads and on worker processes.
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("consumers", [2, 4])
@@ -31,8 +34,10 @@ async def test_consumers_share_the_stream_exactly_once(consumers: int) -> None:
 
 @pytest.mark.asyncio
 async def test_waiters_are_served_in_fifo_order() -> None:
-    with counting(num_envs=4, batch_size=1, step_ns=500_000, recv_spin_us=0) as pool:
+    with counting(num_envs=4, batch_size=1, step_ns=20_000_000, recv_spin_us=0) as pool:
         pool.async_reset()
+        for _ in range(4):
+            (await pool.recv(timeout=5)).send([0])  # steps take 20 ms: every waiter parks
         order: list[int] = []
 
         async def wait(i: int) -> None:

@@ -5,8 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 import uvloop
 from helpers import Ledger, counting
+
+# The pool contract: each test runs on native threads and on worker processes.
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 def test_pool_moves_between_loops() -> None:

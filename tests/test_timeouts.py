@@ -11,6 +11,9 @@ from helpers import counting
 
 import aiopool
 
+# The pool contract: each test runs on native threads and on worker processes.
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 @pytest.mark.asyncio
 async def test_recv_timeout_raises_and_the_batch_still_arrives() -> None:

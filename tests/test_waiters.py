@@ -14,6 +14,9 @@ from helpers import counting
 
 import aiopool
 
+# The pool contract: each test runs on native threads and on worker processes.
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 @pytest.fixture
 def one_core() -> Iterator[None]:

@@ -1,0 +1,563 @@
+"""The pool side of the process backend: the same interface as a native pool, so ``Pool`` (its
+wait ladder, doorbell, stream, step, cancellation rules) runs unchanged on top of it.
+
+Data path, per env step: ``send`` writes the action into the env's shared-memory row and queues
+the env id in its worker's inbox, then rings that worker's eventfd (①–②). The worker steps the
+env and writes obs / reward / ... straight into the env's shared rows (③), pushes the id to its
+outbox, and rings the pool's eventfd: the doorbell ``Pool`` already watches (④–⑤). ``take``
+collects finished ids from the outboxes in the order it sees them and, once ``batch_size`` are
+there, gathers their rows into one fresh block of arrays (one ``numpy.take`` per field) that
+becomes the ``Batch`` (⑥).
+
+Why rows are gathered and not claimed in a shared block as native workers do: a row claim in
+a block that several processes fill makes a killed worker leave a hole that stalls the block
+for every env in it. Here a worker's only commit is one store of its outbox tail, so a kill at
+any instant loses exactly the envs whose ids it had not pushed, and nothing else. The gather
+costs ~1 µs per field per batch (measured in ``benchmarks/throughput.py``).
+
+Threads: every method runs on the thread that owns the ``Pool`` (its loop thread or the sync
+adapter's), except ``_watch``, a daemon thread that only waits on the workers' pidfds (and
+their step deadlines), records deaths, and rings the doorbell so a waiting ``recv`` wakes.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import mmap
+import os
+import pickle
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._native import _core
+from ..errors import EnvError, WorkerDied
+from .layout import ENV_ERROR, RESET, RESET_SEEDED, STEP, Layout, Plan
+
+_EFD_ONE = (1).to_bytes(8, sys.byteorder)
+_READY_TIMEOUT_S = 120.0
+
+
+class _Worker:
+    """One worker process and the pool-side ends of its channels."""
+
+    def __init__(self, index: int, env_ids: list[int]) -> None:
+        self.index = index
+        self.env_ids = env_ids
+        self.inbox_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pidfd = -1
+        self.generation = 0
+
+
+class ProcessNative:
+    """Envs made by ``factory`` in ``num_workers`` processes, behind the native pool's interface
+    (``send``, ``reset``, ``take``, ``arm``/``drain``/``fileno``, ``wait``, ``flush``, ...)."""
+
+    def __init__(self, factory_bytes: bytes, plan: Plan, *, env_id: str, batch_size: int,
+                 autoreset: str, spin_us: float, restart: bool, step_timeout: float | None,
+                 raise_env_errors: bool, spec: dict[str, Any]) -> None:
+        self.num_envs = plan.num_envs
+        self.batch_size = batch_size
+        self.num_threads = plan.num_workers
+        self.spec = spec
+        self.env_id = env_id
+        self._plan = plan
+        self._factory = factory_bytes
+        self._autoreset = autoreset
+        self._spin_us = spin_us
+        self._restart = restart
+        self._step_timeout = step_timeout
+        self._raise_env_errors = raise_env_errors
+        self._hung_reason: str | None = None
+        self.field_names = _field_names(plan)
+        n = plan.num_envs
+        self._busy = np.zeros(n, dtype=bool)          # sent, result not yet taken
+        self._fresh = np.ones(n, dtype=bool)          # never reset: a send is refused
+        self._ended = np.zeros(n, dtype=bool)         # autoreset="disabled" and the episode ended
+        self._lost = np.zeros(n, dtype=bool)          # its worker died and was not restarted
+        self._ready: collections.deque[int] = collections.deque()  # finished, not yet taken
+        self._cut = 0                                  # rows of a flushed short batch, or 0
+        self._untaken = 0
+        self._closed = False
+        self._deaths: collections.deque[tuple[int, int, str]] = collections.deque()
+        self._load, self._store = _core._atomic_load, _core._atomic_store
+        size = Layout(plan).size
+        self._memfd = os.memfd_create(f"aiopool-{env_id}", os.MFD_CLOEXEC)
+        os.ftruncate(self._memfd, size)
+        self._mm = mmap.mmap(self._memfd, size)
+        self.lay = Layout(plan, self._mm)
+        self._owner = np.empty(n, dtype=np.int64)
+        per = -(-n // plan.num_workers)
+        self._workers = [_Worker(w, list(range(w * per, min(n, (w + 1) * per))))
+                         for w in range(plan.num_workers)]
+        for worker in self._workers:
+            self._owner[worker.env_ids] = worker.index
+        self._in_tail = [0] * plan.num_workers
+        self._out_head = [0] * plan.num_workers
+        self._pool_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._alive_r, self._alive_w = os.pipe()  # EOF in the workers when this process dies
+        self._watch_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._lock = threading.Lock()  # guards the workers' pidfds against the watcher
+        try:
+            ready = [self._start(worker) for worker in self._workers]
+            for worker, fd in zip(self._workers, ready, strict=True):
+                self._await_ready(worker, fd)
+        except BaseException:
+            self.close()
+            raise
+        self._watcher = threading.Thread(target=self._watch, name=f"aiopool-watch-{env_id}",
+                                         daemon=True)
+        self._watcher.start()
+
+    # -- the native pool's interface --------------------------------------------------------
+
+    @property
+    def rows_in_flight(self) -> int:
+        """Env steps sent and not yet taken, in batch units as the native pool counts them: a
+        flushed short batch counts as a whole one."""
+        return self._untaken + (self.batch_size - self._cut if self._cut else 0)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def ready_count(self) -> int:
+        """Whole batches ready to take (a flushed short batch counts)."""
+        self._collect()
+        return (1 if self._cut else 0) + (len(self._ready) - self._cut) // self.batch_size
+
+    def fileno(self) -> int:
+        return self._pool_fd
+
+    def arm(self) -> None:
+        """Workers ring the eventfd on every completion, so there is nothing to arm."""
+
+    def drain(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.read(self._pool_fd, 8)
+
+    def stage_seeds(self, ids: npt.NDArray[np.int32], seeds: Sequence[int] | None) -> None:
+        """Seed ``ids`` at their next reset: ``reset(seed=s)``, or unseeded for None."""
+        lay = self.lay
+        if seeds is None:
+            lay.command[ids] = RESET
+            return
+        lay.seed[ids] = np.asarray(seeds, dtype=np.uint64)
+        lay.command[ids] = RESET_SEEDED
+
+    def reset(self, ids: npt.NDArray[np.int32]) -> None:
+        self._check_ids(ids, "async_reset", need_reset_ok=False)
+        cmd = self.lay.command
+        stepping = cmd[ids] == STEP
+        cmd[ids[stepping]] = RESET
+        self._fresh[ids] = False
+        self._ended[ids] = False
+        self._dispatch(ids)
+
+    def send(self, actions: Any, ids: Any) -> None:
+        plan = self._plan
+        if (not isinstance(actions, np.ndarray) or not isinstance(ids, np.ndarray)
+                or ids.dtype != np.int32 or ids.ndim != 1
+                or actions.dtype != np.dtype(plan.action.dtype)
+                or actions.shape != (len(ids), *plan.action.shape)):
+            raise TypeError("convert")  # Pool converts the input, or explains what is wrong
+        self._check_ids(ids, "send", need_reset_ok=True)
+        self._check_actions(actions)
+        self.lay.action[ids] = actions
+        self.lay.command[ids] = STEP
+        self._dispatch(ids)
+
+    def take(self, spin_ns: int = 0) -> tuple[Any, ...] | None:
+        if self._deaths:
+            self._handle_deaths()
+        self._collect()
+        if not self._cut and len(self._ready) < self.batch_size and spin_ns > 0:
+            until = time.perf_counter_ns() + spin_ns
+            while len(self._ready) < self.batch_size and time.perf_counter_ns() < until:
+                self._collect()
+        rows = self._cut or (self.batch_size if len(self._ready) >= self.batch_size else 0)
+        if not rows:
+            return None
+        self._cut = 0
+        ids = np.fromiter((self._ready.popleft() for _ in range(rows)), dtype=np.int32,
+                          count=rows)
+        self._busy[ids] = False
+        self._untaken -= rows
+        arrays = self._gather(ids)
+        if self._autoreset == "disabled":
+            self._ended[ids] |= arrays[2] | arrays[3]
+        if self._raise_env_errors:
+            errors = self.lay.status[ids] == ENV_ERROR
+            if errors.any():
+                texts = {int(i): self.lay.error_text(int(i)) for i in ids[errors]}
+                raise EnvError(texts, arrays)
+        return arrays
+
+    def wait(self, timeout: float) -> None:
+        """Sleep until a worker rings (or ``timeout`` s; < 0: no limit), GIL released."""
+        poller = select.poll()
+        poller.register(self._pool_fd, select.POLLIN)
+        # poll takes an int of ms; beyond ~24 days, wake up and let the caller wait again
+        poller.poll(None if timeout < 0 else min(int(timeout * 1000) + 1, 2**31 - 1))
+        self.drain()
+
+    def flush(self, timeout: float) -> int:
+        deadline = None if timeout < 0 else time.monotonic() + timeout
+        self._collect()
+        while self._untaken > len(self._ready) and not self._deaths:
+            remaining = -1.0 if deadline is None else deadline - time.monotonic()
+            if deadline is not None and remaining <= 0:
+                return -1
+            self.wait(remaining)
+            self._collect()
+        if self._deaths or not self._ready or len(self._ready) >= self.batch_size:
+            return 0
+        self._cut = len(self._ready)
+        os.write(self._pool_fd, _EFD_ONE)  # wake a parked receiver for the short batch
+        return self._cut
+
+    def env_error(self, env_id: int) -> str:
+        """The traceback of the last exception env ``env_id`` raised, or ""."""
+        if not 0 <= env_id < self.num_envs:
+            raise ValueError(f"env_id is {env_id}, expected 0 <= env_id < {self.num_envs}")
+        return self.lay.error_text(env_id) if self.lay.status[env_id] == ENV_ERROR else ""
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if hasattr(self, "lay"):
+            self._store(self.lay.shutdown[0], 1)
+        for worker in self._workers:
+            if worker.proc is not None and worker.proc.poll() is None:
+                _ring(worker.inbox_fd)
+        deadline = time.monotonic() + 1.0
+        for worker in self._workers:
+            if worker.proc is None:
+                continue
+            try:
+                worker.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                worker.proc.kill()
+                worker.proc.wait()
+        _ring(self._watch_fd)
+        watcher = getattr(self, "_watcher", None)
+        if watcher is not None and watcher is not threading.current_thread():
+            watcher.join(timeout=5)
+        with self._lock:
+            for worker in self._workers:
+                _close_fd(worker.inbox_fd)
+                _close_fd(worker.pidfd)
+                worker.pidfd = -1
+        for fd in (self._alive_r, self._alive_w, self._memfd, self._watch_fd):
+            _close_fd(fd)
+        # The pool's eventfd closes last: Pool removes its reader first (asyncio loses a
+        # reused fd otherwise). Batches already taken are private copies and stay valid.
+        _close_fd(self._pool_fd)
+        self.lay = None  # type: ignore[assignment]
+        with contextlib.suppress(BufferError):  # a view still held: the mapping goes with it
+            self._mm.close()
+
+    def worker_pids(self) -> list[int]:
+        return [w.proc.pid for w in self._workers if w.proc is not None]
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _check_ids(self, ids: npt.NDArray[np.int32], what: str, need_reset_ok: bool) -> None:
+        if self._closed:
+            raise RuntimeError(f"{what}() on a closed pool")
+        n = self.num_envs
+        if ids.size and (ids.min() < 0 or ids.max() >= n):
+            j = int(np.flatnonzero((ids < 0) | (ids >= n))[0])
+            raise ValueError(f"{what}: env_ids[{j}] is {int(ids[j])}, expected 0 <= env_id < {n}")
+        if len(np.unique(ids)) != len(ids):
+            seen: set[int] = set()
+            for i in ids.tolist():
+                if i in seen:
+                    raise ValueError(f"{what}: env_ids names env {i} twice; give each env at "
+                                     "most one action")
+                seen.add(i)
+        for mask, why in ((self._lost, " was lost with its worker process (make the pool with "
+                                       "restart=True to replace dead workers)"),
+                          (self._busy, " still has an action in flight; receive its result "
+                                       "before sending it another")):
+            hit = mask[ids]
+            if hit.any():
+                raise ValueError(f"{what}: env {int(ids[hit][0])}{why}")
+        if need_reset_ok:
+            for mask, why in ((self._fresh, " has not been reset yet; call async_reset() first"),
+                              (self._ended, " ended its episode and autoreset is 'disabled'; "
+                                            "call async_reset(env_ids=[...]) for it first")):
+                hit = mask[ids]
+                if hit.any():
+                    raise ValueError(f"{what}: env {int(ids[hit][0])}{why}")
+
+    def _check_actions(self, actions: npt.NDArray[Any]) -> None:
+        bounds = self.spec["action_bounds"]
+        if not actions.size:
+            return
+        if bounds is None:  # Box: any finite value, passed to the env as it is
+            if actions.dtype.kind == "f" and not np.isfinite(actions).all():
+                j = int(np.flatnonzero(~np.isfinite(actions.reshape(len(actions), -1)).all(1))[0])
+                raise ValueError(f"actions[{j}] is not finite; actions must be finite")
+            return
+        low, high = bounds
+        flat = actions.reshape(len(actions), -1)
+        bad = (flat < low) | (flat > high)
+        if not bad.any():
+            return
+        j, d = (int(x[0]) for x in np.nonzero(bad))
+        lo, hi = int(low[d]), int(high[d])
+        where = f"actions[{j}]" if not self._plan.action.shape else f"actions[{j}][{d}]"
+        raise ValueError(f"{where} is {int(flat[j, d])}, expected {lo} <= action < {hi + 1} "
+                         f"({self.spec['action_repr']})")
+
+    def _dispatch(self, ids: npt.NDArray[np.int32]) -> None:
+        if not len(ids):
+            return
+        self._busy[ids] = True
+        self._untaken += len(ids)
+        owners = self._owner[ids]
+        for worker in self._workers:
+            mine = ids[owners == worker.index] if len(self._workers) > 1 else ids
+            if len(mine):
+                self._push(worker, mine)
+
+    def _push(self, worker: _Worker, ids: npt.NDArray[np.int32]) -> None:
+        """Queue ``ids`` in ``worker``'s inbox, then publish the tail and ring it."""
+        w = worker.index
+        tail = self._in_tail[w]
+        self.lay.inbox[w, (tail + np.arange(len(ids))) % self._plan.per_worker] = ids
+        tail += len(ids)
+        self._in_tail[w] = tail
+        self._store(self.lay.inbox_tail[w], tail)
+        _ring(worker.inbox_fd)
+
+    def _collect(self) -> None:
+        """Move finished env ids from the workers' outboxes to the ready queue."""
+        lay = self.lay
+        cap = self._plan.per_worker
+        for w in range(len(self._workers)):
+            tail = self._load(lay.outbox_tail[w])
+            head = self._out_head[w]
+            if tail == head:
+                continue
+            box = lay.outbox[w]
+            if tail - head == 1:
+                self._ready.append(int(box[head % cap]))
+            else:
+                self._ready.extend(box[np.arange(head, tail) % cap].tolist())
+            self._out_head[w] = tail
+
+    def _gather(self, ids: npt.NDArray[np.int32]) -> tuple[Any, ...]:
+        lay = self.lay
+        plan = self._plan
+
+        def rows(column: npt.NDArray[Any]) -> npt.NDArray[Any]:
+            out = column.take(ids, axis=0)
+            out.flags.writeable = False
+            return out
+
+        obs_cols = [rows(lay.obs[f.name]) for f in plan.obs]
+        obs: Any = obs_cols[0] if plan.obs[0].name == "obs" else _structured(plan, obs_cols)
+        ids.flags.writeable = False
+        extras = [rows(lay.elapsed_step), rows(lay.episode_return), rows(lay.episode_length)]
+        extras += [rows(lay.info[f.name]) for f in plan.info]
+        extras.append(rows(lay.status) == ENV_ERROR)
+        if plan.same_step:
+            extras += [rows(lay.final_obs[f.name]) for f in plan.obs]
+            extras.append(rows(lay.final_elapsed_step))  # type: ignore[arg-type]
+        return (obs, rows(lay.reward), rows(lay.terminated), rows(lay.truncated), ids,
+                _Fields(obs_cols, extras))
+
+    # -- workers --------------------------------------------------------------------------------
+
+    def _start(self, worker: _Worker) -> int:
+        """Start ``worker``'s process; returns the read end of its ready pipe."""
+        ready_r, ready_w = os.pipe()
+        config = {
+            "sys_path": list(sys.path), "plan": self._plan, "memfd": self._memfd,
+            "worker": worker.index, "env_ids": worker.env_ids, "factory": self._factory,
+            "inbox_fd": worker.inbox_fd, "pool_fd": self._pool_fd, "parent_fd": self._alive_r,
+            "ready_fd": ready_w, "spin_us": self._spin_us, "signal_every": self.batch_size,
+        }
+        fds = (self._memfd, worker.inbox_fd, self._pool_fd, self._alive_r, ready_w)
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "aiopool._process.worker"],
+                                    stdin=subprocess.PIPE, pass_fds=fds, close_fds=True)
+        finally:
+            os.close(ready_w)
+        assert proc.stdin is not None
+        proc.stdin.write(pickle.dumps(config))
+        proc.stdin.close()
+        worker.proc = proc
+        worker.generation += 1
+        with self._lock:
+            _close_fd(worker.pidfd)
+            worker.pidfd = os.pidfd_open(proc.pid)
+        _ring(self._watch_fd)
+        return ready_r
+
+    def _await_ready(self, worker: _Worker, ready_r: int) -> None:
+        chunks = []
+        poller = select.poll()
+        poller.register(ready_r, select.POLLIN)
+        deadline = time.monotonic() + _READY_TIMEOUT_S
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not poller.poll(int(left * 1000)):
+                    raise RuntimeError(f"worker process {worker.index} of {self.env_id} did not "
+                                       f"start within {_READY_TIMEOUT_S:.0f} s")
+                chunk = os.read(ready_r, 65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os.close(ready_r)
+        data = b"".join(chunks)
+        status, detail = pickle.loads(data) if data else ("error", "it exited before saying why")
+        if status != "ready":
+            raise RuntimeError(f"worker process {worker.index} of {self.env_id} could not make "
+                               f"its envs {worker.env_ids}:\n{detail}")
+
+    def _watch(self) -> None:
+        """Wait on the workers' pidfds; record each death (and hung steps, with a timeout)."""
+        timeout_ms = None if self._step_timeout is None else max(
+            10, int(self._step_timeout * 250))
+        while not self._closed:
+            poller = select.poll()
+            poller.register(self._watch_fd, select.POLLIN)
+            with self._lock:
+                by_fd = {w.pidfd: w for w in self._workers if w.pidfd >= 0}
+            for fd in by_fd:
+                poller.register(fd, select.POLLIN)
+            try:
+                events = poller.poll(timeout_ms)
+            except (OSError, ValueError):
+                return
+            if self._closed:
+                return
+            for fd, _ in events:
+                if fd == self._watch_fd:
+                    with contextlib.suppress(BlockingIOError, OSError):
+                        os.read(fd, 8)
+                    continue
+                worker = by_fd.get(fd)
+                if worker is None or worker.proc is None:
+                    continue
+                code = worker.proc.wait()
+                with self._lock:
+                    _close_fd(worker.pidfd)
+                    worker.pidfd = -1
+                self._deaths.append((worker.index, worker.generation, _describe_exit(code)))
+                _ring(self._pool_fd)
+            if self._step_timeout is not None:
+                self._check_hung()
+
+    def _check_hung(self) -> None:
+        assert self._step_timeout is not None
+        now = time.monotonic_ns()
+        for worker in self._workers:
+            since = self._load(self.lay.busy_since[worker.index]) if self.lay else 0
+            if (since and now - since > self._step_timeout * 1e9 and worker.proc is not None
+                    and worker.proc.poll() is None):
+                self._hung_reason = (f"an env call ran longer than step_timeout="
+                                     f"{self._step_timeout} s, so the worker was killed")
+                worker.proc.send_signal(signal.SIGKILL)
+
+    def _handle_deaths(self) -> None:
+        while self._deaths:
+            index, generation, how = self._deaths.popleft()
+            worker = self._workers[index]
+            if generation != worker.generation or self._closed:
+                continue
+            if self._hung_reason:
+                how, self._hung_reason = f"{how}: {self._hung_reason}", None
+            self._collect()  # what it committed before dying is delivered
+            mine = np.asarray(worker.env_ids, dtype=np.int32)
+            ready = np.zeros(self.num_envs, dtype=bool)
+            ready[list(self._ready)] = True
+            lost = mine[self._busy[mine] & ~ready[mine]]
+            if self._restart:
+                self._replace(worker, lost)
+                continue
+            self._lost[mine] = True
+            self._busy[lost] = False
+            self._untaken -= len(lost)
+            raise WorkerDied(index, how, [int(i) for i in lost], list(worker.env_ids))
+
+    def _replace(self, worker: _Worker, lost: npt.NDArray[np.int32]) -> None:
+        """A fresh worker with fresh envs; the lost envs' next rows are their resets (the
+        others reset at their next send: a new worker's envs all start un-reset)."""
+        w = worker.index
+        lay = self.lay
+        for counter in (lay.inbox_tail[w], lay.outbox_tail[w], lay.busy_since[w]):
+            self._store(counter, 0)
+        self._in_tail[w] = self._out_head[w] = 0
+        os.close(self._start(worker))  # not awaited: the loop goes on while it starts
+        lay.command[lost] = RESET
+        self._push(worker, lost)
+
+
+class _Fields:
+    """The ``handle`` of a gathered batch: ``array(i)`` is field ``i`` of ``field_names``."""
+
+    __slots__ = ("_all",)
+
+    def __init__(self, obs_cols: list[npt.NDArray[Any]], extras: list[npt.NDArray[Any]]) -> None:
+        self._all = obs_cols, extras
+
+    def array(self, field: int) -> npt.NDArray[Any]:
+        _obs_cols, extras = self._all
+        return extras[field - 5]
+
+
+def _structured(plan: Plan, cols: list[npt.NDArray[Any]]) -> Any:
+    keys = [f.name[len("obs."):] for f in plan.obs]
+    if all(k.isdigit() for k in keys):
+        return tuple(cols)
+    return dict(zip(keys, cols, strict=True))
+
+
+def _field_names(plan: Plan) -> tuple[str, ...]:
+    names = ["obs", "reward", "terminated", "truncated", "env_id", "elapsed_step",
+             "episode_return", "episode_length", *(f.name for f in plan.info), "env_error"]
+    if plan.same_step:
+        names += [f"final_{f.name}" for f in plan.obs]
+        names.append("final_info.elapsed_step")
+    return tuple(names)
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def _ring(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.write(fd, _EFD_ONE)
+
+
+def _close_fd(fd: int) -> None:
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+Factory = Callable[[], Any]

@@ -1,0 +1,125 @@
+"""The shared memory of a process-backed pool: one memfd, mapped by the pool and its workers.
+
+Both sides compute the same ``Layout`` from the same ``Plan`` and map the same file, so the
+arrays below are the same bytes in every process. Nothing has a name in ``/dev/shm``: the memfd
+lives exactly as long as the last process that maps it, so a crash leaks nothing.
+
+Per env ``i`` (written by whoever holds the env at that moment):
+    ``action[i]``, ``command[i]``, ``seed[i]``        the pool, before it queues ``i``
+    ``obs.*[i]``, ``reward[i]``, ... ``status[i]``    the env's worker, before it completes ``i``
+    ``error[i]``                                      the worker, when the env raised
+Per worker ``w`` (single producer, single consumer rings of env ids):
+    ``inbox[w]``,  ``inbox_tail[w]``   the pool pushes env ids to step; the worker consumes them
+    ``outbox[w]``, ``outbox_tail[w]``  the worker pushes finished env ids; the pool consumes them
+    ``busy_since[w]``                  monotonic ns when the worker entered an env call, or 0
+
+Ordering: a producer writes the rows, then the ring entry, then stores the tail (seq_cst, via
+``_core._atomic_store``); the consumer loads the tail (seq_cst) before reading entries and rows.
+So an env id in a ring always refers to a complete row, and a killed producer never leaves a
+half-written row visible: its last tail store is the commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+# command[i]
+STEP = 0
+RESET = 1         # reset, not re-seeded
+RESET_SEEDED = 2  # reset(seed=seed[i])
+
+# status[i]
+OK = 0
+ENV_ERROR = 1     # the env raised: error[i] holds the traceback, the row ends its episode
+
+ERROR_BYTES = 4096
+_ALIGN = 64  # a cache line: counters of different writers never share one
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Everything both sides need to lay out the shared memory (picklable, no numpy types)."""
+
+    num_envs: int
+    num_workers: int
+    per_worker: int                 # ring capacity: the most envs one worker holds
+    obs: tuple[Field, ...]          # one field "obs", or "obs.<key>" per Dict / Tuple entry
+    action: Field
+    info: tuple[Field, ...]         # scalar info keys carried into batch.info
+    same_step: bool                 # keep final_obs / final_info.elapsed_step rows
+
+
+class Layout:
+    """Named numpy views of the shared memory of ``plan`` (``buf``: the mapped file, or None
+    to only compute the size)."""
+
+    def __init__(self, plan: Plan, buf: Any = None) -> None:
+        self.plan = plan
+        self._buf = buf
+        self._offset = 0
+        n, w = plan.num_envs, plan.num_workers
+        self.inbox_tail = self._counters(w)
+        self.outbox_tail = self._counters(w)
+        self.busy_since = self._counters(w)
+        self.shutdown = self._counters(1)
+        self.inbox = self._array("int64", (w, plan.per_worker))
+        self.outbox = self._array("int64", (w, plan.per_worker))
+        self.action = self._array(plan.action.dtype, (n, *plan.action.shape))
+        self.command = self._array("int64", (n,))
+        self.seed = self._array("uint64", (n,))
+        self.obs = {f.name: self._array(f.dtype, (n, *f.shape)) for f in plan.obs}
+        self.reward = self._array("float64", (n,))
+        self.terminated = self._array("bool", (n,))
+        self.truncated = self._array("bool", (n,))
+        self.elapsed_step = self._array("int32", (n,))
+        self.episode_return = self._array("float64", (n,))
+        self.episode_length = self._array("int32", (n,))
+        self.status = self._array("uint8", (n,))
+        self.info = {f.name: self._array(f.dtype, (n, *f.shape)) for f in plan.info}
+        self.final_obs = ({f.name: self._array(f.dtype, (n, *f.shape)) for f in plan.obs}
+                          if plan.same_step else {})
+        self.final_elapsed_step = self._array("int32", (n,)) if plan.same_step else None
+        self.error_length = self._array("int64", (n,))
+        self.error = self._array("uint8", (n, ERROR_BYTES))
+        self.size = self._offset
+
+    def _array(self, dtype: str, shape: tuple[int, ...]) -> npt.NDArray[Any]:
+        dt = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        start = self._offset
+        self._offset = -(-(start + max(nbytes, 1)) // _ALIGN) * _ALIGN
+        if self._buf is None:
+            return np.empty(0, dtype=dt)
+        return np.frombuffer(self._buf, dtype=dt, count=nbytes // dt.itemsize,
+                             offset=start).reshape(shape)
+
+    def _counters(self, count: int) -> list[int]:
+        """``count`` int64 counters, one per cache line, as addresses for ``_core._atomic_*``."""
+        words = _ALIGN // 8
+        arr = self._array("int64", (count * words,))
+        if self._buf is None:
+            return [0] * count
+        base = arr.ctypes.data
+        return [base + k * _ALIGN for k in range(count)]
+
+    def error_text(self, env_id: int) -> str:
+        length = int(self.error_length[env_id])
+        return bytes(self.error[env_id, :length]).decode("utf-8", "replace")
+
+    def set_error_text(self, env_id: int, text: str) -> None:
+        data = text.encode("utf-8", "replace")
+        if len(data) > ERROR_BYTES:  # keep the end of a traceback: the line that raised
+            data = b"..." + data[-(ERROR_BYTES - 3):]
+        self.error[env_id, :len(data)] = np.frombuffer(data, dtype=np.uint8)
+        self.error_length[env_id] = len(data)

@@ -1,0 +1,208 @@
+"""A worker process of a process-backed pool: hosts several Python envs and steps them.
+
+Started by the pool as ``python -m aiopool._process.worker`` (a fresh interpreter: safe in a
+parent that already runs threads, as ``spawn`` is). Its config arrives pickled on stdin; the env
+factory inside it was pickled with cloudpickle, so lambdas and local functions work.
+
+Loop: take the env ids the pool queued in this worker's inbox, run each one's command (step or
+reset) and write the result straight into that env's rows of the shared memory, push the id to
+the outbox, and ring the pool's eventfd. Every wake-up steps all the envs queued by then. When
+the inbox is empty it spins for ``spin_us``, then sleeps in ``poll`` on its own eventfd and on a
+pipe whose write end only the pool's process holds: if that process dies, the pipe reads EOF and
+the worker exits (so a killed parent leaves no worker behind).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import pickle
+import select
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+def main() -> None:
+    config = pickle.loads(sys.stdin.buffer.read())
+    sys.path[:] = config["sys_path"]
+    ready = config["ready_fd"]
+    try:
+        worker = Worker(config)
+    except BaseException:
+        os.write(ready, pickle.dumps(("error", traceback.format_exc())))
+        os.close(ready)
+        raise SystemExit(1) from None
+    os.write(ready, pickle.dumps(("ready", os.getpid())))
+    os.close(ready)
+    worker.serve()
+
+
+class Worker:
+    def __init__(self, config: dict[str, Any]) -> None:
+        import cloudpickle
+
+        from aiopool._native import _core
+        from aiopool._process.layout import Layout
+
+        self._load, self._store = _core._atomic_load, _core._atomic_store
+        plan = config["plan"]
+        self._mm = mmap.mmap(config["memfd"], Layout(plan).size)
+        os.close(config["memfd"])
+        self.lay = Layout(plan, self._mm)
+        self.w = config["worker"]
+        self.cap = plan.per_worker
+        self.inbox_fd, self.pool_fd, self.parent_fd = config["inbox_fd"], config["pool_fd"], \
+            config["parent_fd"]
+        self.spin_ns = int(config["spin_us"] * 1000)
+        self.signal_every = max(1, config["signal_every"])
+        self.same_step = plan.same_step
+        factory: Callable[[], Any] = cloudpickle.loads(config["factory"])
+        self.env_ids: list[int] = config["env_ids"]
+        self.envs = {i: factory() for i in self.env_ids}
+        self.needs_reset = dict.fromkeys(self.env_ids, True)
+        self.ep_return = dict.fromkeys(self.env_ids, 0.0)
+        self.ep_length = dict.fromkeys(self.env_ids, 0)
+        self.elapsed = dict.fromkeys(self.env_ids, 0)
+        self.write_obs = _obs_writer(plan, self.lay.obs)
+        self.write_final = _obs_writer(plan, self.lay.final_obs) if self.same_step else None
+        self.info_keys = [(f.name, self.lay.info[f.name]) for f in plan.info]
+        self.action_is_int = plan.action.shape == () and np.dtype(plan.action.dtype).kind in "iu"
+
+    def serve(self) -> None:
+        lay, w, cap = self.lay, self.w, self.cap
+        inbox, outbox = lay.inbox[w], lay.outbox[w]
+        inbox_tail, outbox_tail = lay.inbox_tail[w], lay.outbox_tail[w]
+        head = done = 0  # the pool zeroes both tails before it starts a worker
+        poller = select.poll()
+        poller.register(self.inbox_fd, select.POLLIN)
+        poller.register(self.parent_fd, select.POLLIN)
+        while True:
+            tail = self._load(inbox_tail)
+            if tail == head:
+                tail = self._spin(inbox_tail, head)
+            if tail == head:
+                for fd, _ in poller.poll():
+                    if fd == self.parent_fd:
+                        return  # the pool's process is gone
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self.inbox_fd, 8)
+                if self._load(lay.shutdown[0]):
+                    return
+                continue
+            unsignalled = 0
+            for k in range(head, tail):
+                env_id = int(inbox[k % cap])
+                self._run(env_id)
+                outbox[done % cap] = env_id
+                done += 1
+                self._store(outbox_tail, done)  # the commit: env_id's row is complete
+                unsignalled += 1
+                if unsignalled >= self.signal_every:
+                    os.write(self.pool_fd, b"\x01\0\0\0\0\0\0\0")
+                    unsignalled = 0
+            head = tail
+            if unsignalled:
+                os.write(self.pool_fd, b"\x01\0\0\0\0\0\0\0")
+
+    def _spin(self, inbox_tail: int, head: int) -> int:
+        if self.spin_ns <= 0:
+            return head
+        until = time.perf_counter_ns() + self.spin_ns
+        while time.perf_counter_ns() < until:
+            tail = self._load(inbox_tail)
+            if tail != head:
+                return int(tail)
+        return head
+
+    def _run(self, i: int) -> None:
+        from aiopool._process.layout import ENV_ERROR, OK, RESET_SEEDED, STEP
+
+        lay = self.lay
+        env = self.envs[i]
+        command = int(lay.command[i])
+        busy = lay.busy_since[self.w]
+        self._store(busy, time.monotonic_ns())
+        final = False
+        try:
+            if command != STEP or self.needs_reset[i]:
+                seed = int(lay.seed[i]) if command == RESET_SEEDED else None
+                lay.command[i] = STEP  # a staged seed is used once
+                obs, info = env.reset(seed=seed)
+                reward, terminated, truncated = 0.0, False, False
+                self.needs_reset[i] = False
+                self.ep_return[i], self.ep_length[i], self.elapsed[i] = 0.0, 0, 0
+            else:
+                action = lay.action[i]
+                obs, reward, terminated, truncated, info = env.step(
+                    int(action) if self.action_is_int else action.copy())
+                reward = float(reward)
+                self.elapsed[i] += 1
+                self.ep_return[i] += reward
+                self.ep_length[i] += 1
+                if terminated or truncated:
+                    if self.same_step:
+                        final = True
+                        assert self.write_final is not None
+                        self.write_final(i, obs)
+                        lay.final_elapsed_step[i] = self.elapsed[i]  # type: ignore[index]
+                        obs, info = env.reset()
+                        self.elapsed[i] = 0
+                    else:
+                        self.needs_reset[i] = True
+            self.write_obs(i, obs)
+            for name, column in self.info_keys:
+                column[i] = info.get(name, 0)
+            lay.status[i] = OK
+        except Exception:
+            lay.set_error_text(i, f"env {i} raised in worker process {os.getpid()}:\n"
+                                  + traceback.format_exc())
+            lay.status[i] = ENV_ERROR
+            reward, terminated, truncated = 0.0, False, True
+            self.needs_reset[i] = True
+        self._store(busy, 0)
+        lay.reward[i] = reward
+        lay.terminated[i] = bool(terminated)
+        lay.truncated[i] = bool(truncated)
+        lay.elapsed_step[i] = self.elapsed[i]
+        lay.episode_return[i] = self.ep_return[i]
+        lay.episode_length[i] = self.ep_length[i]
+        if self.same_step:
+            if final:
+                self.ep_return[i], self.ep_length[i] = 0.0, 0
+            else:
+                for column in lay.final_obs.values():
+                    column[i] = 0
+                lay.final_elapsed_step[i] = 0  # type: ignore[index]
+
+
+def _obs_writer(plan: Any, columns: dict[str, Any]) -> Callable[[int, Any], None]:
+    """write(i, obs): an observation into row i of the obs columns (one per Dict / Tuple key)."""
+    if len(plan.obs) == 1 and plan.obs[0].name == "obs":
+        column = columns["obs"]
+
+        def write_one(i: int, obs: Any) -> None:
+            column[i] = obs
+
+        return write_one
+    keyed = [(_key_of(f.name), columns[f.name]) for f in plan.obs]
+
+    def write_keyed(i: int, obs: Any) -> None:
+        for key, col in keyed:
+            col[i] = obs[key]
+
+    return write_keyed
+
+
+def _key_of(name: str) -> str | int:
+    key = name[len("obs."):]
+    return int(key) if key.isdigit() else key
+
+
+if __name__ == "__main__":
+    main()
