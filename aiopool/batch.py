@@ -96,11 +96,19 @@ class Batch:
         env_id = np.concatenate([b.env_id for b in batches])
         order = np.argsort(env_id, kind="stable")
         columns = zip(*(b.fields() for b in batches), strict=True)
-        fields = []
-        for parts in columns:
-            a = (parts[0] if len(parts) == 1 else np.concatenate(parts))[order]
-            a.flags.writeable = False
-            fields.append(a)
+        fields: list[Any] = [_sorted(parts, order) for parts in columns]
         out = cls((*fields[:5], None), first._names, first._pool)
         out._fields = tuple(fields)
         return out
+
+
+def _sorted(parts: tuple[Any, ...], order: npt.NDArray[np.intp]) -> Any:
+    """The rows of ``parts`` (arrays, or the dicts / tuples of arrays of Dict / Tuple
+    observations) concatenated and put in ``order``, read-only."""
+    if isinstance(parts[0], dict):
+        return {k: _sorted(tuple(p[k] for p in parts), order) for k in parts[0]}
+    if isinstance(parts[0], tuple):
+        return tuple(_sorted(tuple(p[k] for p in parts), order) for k in range(len(parts[0])))
+    a = (parts[0] if len(parts) == 1 else np.concatenate(parts))[order]
+    a.flags.writeable = False
+    return a

@@ -57,6 +57,8 @@ class _Worker:
         self.proc: subprocess.Popen[bytes] | None = None
         self.pidfd = -1
         self.generation = 0
+        self.started = 0.0
+        self.quick_deaths = 0  # deaths in a row within 1 s of starting
 
 
 class ProcessNative:
@@ -403,6 +405,7 @@ class ProcessNative:
         proc.stdin.close()
         worker.proc = proc
         worker.generation += 1
+        worker.started = time.monotonic()
         with self._lock:
             _close_fd(worker.pidfd)
             worker.pidfd = os.pidfd_open(proc.pid)
@@ -490,9 +493,13 @@ class ProcessNative:
             ready = np.zeros(self.num_envs, dtype=bool)
             ready[list(self._ready)] = True
             lost = mine[self._busy[mine] & ~ready[mine]]
-            if self._restart:
+            quick = time.monotonic() - worker.started < 1.0
+            worker.quick_deaths = worker.quick_deaths + 1 if quick else 0
+            if self._restart and worker.quick_deaths < 3:
                 self._replace(worker, lost)
                 continue
+            if self._restart:
+                how += " three times within 1 s of starting, so it was not restarted again"
             self._lost[mine] = True
             self._busy[lost] = False
             self._untaken -= len(lost)

@@ -35,10 +35,12 @@ def main() -> None:
     try:
         worker = Worker(config)
     except BaseException:
-        os.write(ready, pickle.dumps(("error", traceback.format_exc())))
+        with contextlib.suppress(BrokenPipeError):
+            os.write(ready, pickle.dumps(("error", traceback.format_exc())))
         os.close(ready)
         raise SystemExit(1) from None
-    os.write(ready, pickle.dumps(("ready", os.getpid())))
+    with contextlib.suppress(BrokenPipeError):  # a restart does not wait for this
+        os.write(ready, pickle.dumps(("ready", os.getpid())))
     os.close(ready)
     worker.serve()
 

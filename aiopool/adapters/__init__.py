@@ -12,7 +12,7 @@ returns them ordered by env id as writeable copies. Resetting only some envs (gy
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -155,7 +155,8 @@ def _rows(batches: list[Batch], ids: npt.NDArray[np.int32]) -> Rows:
             info[key] = {k: pick([b.info[key][k] for b in batches]) for k in value}
         else:
             info[key] = pick([b.info[key] for b in batches])
-    return Rows(env_id=pick([b.env_id for b in batches]), obs=pick([b.obs for b in batches]),
+    return Rows(env_id=pick([b.env_id for b in batches]),
+                obs=obs_map(pick, [b.obs for b in batches]),
                 reward=pick([b.reward for b in batches]),
                 terminated=pick([b.terminated for b in batches]),
                 truncated=pick([b.truncated for b in batches]), info=info)
@@ -169,10 +170,13 @@ def _rows_of_one(batch: Batch) -> Rows:
     fields = batch.fields()
     ids = fields[4]
     if len(ids) < 2 or bool((ids[1:] > ids[:-1]).all()):
-        copied = [f.copy() for f in fields]
+        copied = [f.copy() for f in fields[1:]]
+        obs = obs_map(lambda parts: parts[0].copy(), [fields[0]])
     else:
         order = np.argsort(ids, kind="stable")
-        copied = [f[order] for f in fields]
+        copied = [f[order] for f in fields[1:]]
+        obs = obs_map(lambda parts: parts[0][order], [fields[0]])
+    copied.insert(0, obs)
     info: dict[str, Any] = {}
     final: dict[str, Any] = {}
     for name, value in zip(names[5:], copied[5:], strict=True):
@@ -184,3 +188,13 @@ def _rows_of_one(batch: Batch) -> Rows:
         info["final_info"] = final
     return Rows(env_id=copied[4], obs=copied[0], reward=copied[1], terminated=copied[2],
                 truncated=copied[3], info=info)
+
+
+def obs_map(fn: Callable[[list[npt.NDArray[Any]]], Any], parts: list[Any]) -> Any:
+    """``fn(parts)`` for array observations; for the dict / tuple observations of Dict / Tuple
+    spaces (process-backed pools), the same per key, keeping the structure."""
+    if isinstance(parts[0], dict):
+        return {k: fn([p[k] for p in parts]) for k in parts[0]}
+    if isinstance(parts[0], tuple):
+        return tuple(fn([p[k] for p in parts]) for k in range(len(parts[0])))
+    return fn(parts)

@@ -20,9 +20,9 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_space
+from gymnasium.vector.utils import batch_space, create_empty_array
 
-from . import Lockstep, Rows, Seeds
+from . import Lockstep, Rows, Seeds, obs_map
 
 __all__ = ["GymnasiumVectorEnv", "make_gymnasium"]
 
@@ -78,8 +78,8 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         # gymnasium's Env.np_random_seed of each env: the seed of its last seeded reset.
         self._env_seeds: list[int | None] = [
             None if seed is None else seed + i for i in range(num_envs)]
-        self._obs: Array = np.zeros((num_envs, *self.single_observation_space.shape),
-                                    dtype=self.single_observation_space.dtype)
+        self._obs: Any = create_empty_array(self.single_observation_space, num_envs,
+                                            fn=np.zeros)
         self._ended = np.zeros(num_envs, dtype=np.bool_)  # for DISABLED: must reset first
 
     def reset(self, *, seed: Seeds = None,
@@ -103,9 +103,9 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
                 self._env_seeds[i] = int(seed) + i
             elif seed is not None and (s := seed[i]) is not None:
                 self._env_seeds[i] = int(s)
-        self._obs[rows.env_id] = rows.obs
+        obs_map(lambda p: p[0].__setitem__(rows.env_id, p[1]), [self._obs, rows.obs])
         self._ended[rows.env_id] = False
-        return self._obs.copy(), self._infos(rows)
+        return obs_map(lambda p: p[0].copy(), [self._obs]), self._infos(rows)
 
     def step(self, actions: npt.ArrayLike) -> tuple[
             Array, npt.NDArray[np.float64], npt.NDArray[np.bool_], npt.NDArray[np.bool_],
@@ -117,7 +117,7 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
                 "autoreset_mode is DISABLED; reset them first with "
                 "reset(options={'reset_mask': terminated | truncated})")
         rows = self._steps.step(actions)
-        self._obs[:] = rows.obs
+        obs_map(lambda p: p[0].__setitem__(slice(None), p[1]), [self._obs, rows.obs])
         self._ended[:] = rows.terminated | rows.truncated
         return rows.obs, rows.reward, rows.terminated, rows.truncated, self._infos(rows)
 

@@ -1,0 +1,287 @@
+"""The process backend beyond the shared contract tests: which backend an id gets, spaces,
+faults (an env that raises, a worker killed or hung, the parent killed) and leaks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from helpers import CountingEnv
+
+import aiopool
+
+
+class Flaky(CountingEnv):
+    """Counting, but raises on the step that takes the env's elapsed step to ``fail_at``."""
+
+    def __init__(self, fail_at: int = 3, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.fail_at = fail_at
+
+    def step(self, action: int) -> Any:
+        if self.elapsed + 1 == self.fail_at:
+            raise RuntimeError(f"boom at step {self.fail_at}")
+        return super().step(action)
+
+
+class Hangs(CountingEnv):
+    def step(self, action: int) -> Any:
+        if action == 99:
+            time.sleep(3600)
+        return super().step(action)
+
+
+class DictObs(gym.Env[dict[str, Any], np.ndarray]):
+    """Dict observations and a MultiDiscrete action: obs echoes the action and the step."""
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Dict({
+            "pos": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+            "mode": gym.spaces.Discrete(3),
+            "flags": gym.spaces.MultiBinary(4)})
+        self.action_space = gym.spaces.MultiDiscrete([3, 5])
+        self.t = 0
+
+    def _obs(self, a: np.ndarray) -> dict[str, Any]:
+        return {"pos": np.array([self.t, -self.t], np.float32) / 100, "mode": int(a[0]),
+                "flags": np.array([a[1] & 1, a[1] >> 1 & 1, 1, 0], np.int8)}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(np.zeros(2, np.int64)), {}
+
+    def step(self, action: np.ndarray) -> Any:
+        self.t += 1
+        return self._obs(action), float(action.sum()), False, self.t >= 5, {}
+
+
+def _children() -> set[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(os.getpid())], capture_output=True,
+                         text=True, check=False).stdout
+    return {int(p) for p in out.split()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+def _wait_gone(pids: list[int], within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(_alive(p) for p in pids):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_make_says_which_backend_an_id_gets() -> None:
+    with aiopool.make("CartPole-v1", num_envs=2) as native:
+        assert native.backend == "threads"
+    with aiopool.make("FrozenLake-v1", num_envs=2, num_workers=1) as python:
+        assert python.backend == "processes" and python.num_workers == 1
+        assert isinstance(python.single_observation_space, gym.spaces.Discrete)
+    with aiopool.make(lambda: CountingEnv(episode_length=3), num_envs=2) as factory:
+        assert factory.backend == "processes"
+    with pytest.raises(ValueError, match="unknown env id 'FrozenLake-v9'"):
+        aiopool.make("FrozenLake-v9")
+    with pytest.raises(TypeError, match="apply to the process backend"):
+        aiopool.make("CartPole-v1", restart=True)
+
+
+@pytest.mark.asyncio
+async def test_a_registered_gymnasium_env_steps_as_gymnasium_does() -> None:
+    """Blackjack-v1 (Tuple observations), seed for seed against gymnasium's SyncVectorEnv
+    (next_step autoreset), as ``async_reset`` + ``step`` on a pool."""
+    ref = gym.vector.SyncVectorEnv([lambda: gym.make("Blackjack-v1")] * 3)
+    with aiopool.make("Blackjack-v1", num_envs=3, seed=7, num_workers=2) as pool:
+        want, _ = ref.reset(seed=7)
+        pool.async_reset()
+        got = [await pool.recv()]
+        got_obs = [col[np.argsort(got[0].env_id)] for col in got[0].obs]
+        assert isinstance(got[0].obs, tuple)
+        assert all(np.array_equal(a, b) for a, b in zip(got_obs, want, strict=True))
+        rng = np.random.default_rng(0)
+        for _ in range(40):
+            actions = rng.integers(0, 2, 3)
+            batch = await pool.step(actions)
+            obs, reward, term, trunc, _ = ref.step(actions)
+            assert all(np.array_equal(a, b) for a, b in zip(batch.obs, obs, strict=True))
+            assert np.array_equal(batch.reward, reward)
+            assert np.array_equal(batch.terminated, term) and np.array_equal(batch.truncated,
+                                                                              trunc)
+    ref.close()
+
+
+@pytest.mark.asyncio
+async def test_dict_observations_and_multidiscrete_actions() -> None:
+    with aiopool.make(DictObs, num_envs=4, batch_size=2, num_workers=2) as pool:
+        assert pool.single_observation_space == DictObs().observation_space
+        pool.async_reset()
+        seen = 0
+        async for batch in pool.stream():
+            assert set(batch.obs) == {"pos", "mode", "flags"}
+            assert batch.obs["pos"].dtype == np.float32 and batch.obs["pos"].shape == (2, 2)
+            assert batch.obs["flags"].dtype == np.int8
+            actions = np.stack([batch.env_id % 3, np.full(2, 3)], axis=1).astype(np.int64)
+            if seen:  # rows after the first steps echo the actions sent
+                assert np.array_equal(batch.obs["mode"][batch.info["elapsed_step"] > 0],
+                                      (batch.env_id % 3)[batch.info["elapsed_step"] > 0])
+            batch.send(actions)
+            seen += 1
+            if seen == 20:
+                break
+        idle = (await pool.recv()).env_id[:1]
+        with pytest.raises(ValueError, match=r"actions\[0\]\[1\] is 5, expected 0 <= action < 5"):
+            pool.send(np.array([[0, 5]]), idle)
+        pool.send(np.array([[2, 4]]), idle)  # the pool is still usable
+
+
+@pytest.mark.asyncio
+async def test_an_env_that_raises_reaches_the_consumer_and_the_pool_goes_on() -> None:
+    with aiopool.make(Flaky, num_envs=2, batch_size=2, num_workers=2, fail_at=3,
+                      episode_length=100) as pool:
+        pool.async_reset()
+        batch = await pool.recv()
+        for _ in range(2):
+            batch.send(np.ones(2, np.int64))
+            batch = await pool.recv()
+        batch.send(np.ones(2, np.int64))
+        with pytest.raises(aiopool.EnvError, match="boom at step 3") as caught:
+            await pool.recv()
+        err = caught.value
+        assert err.env_ids == [0, 1]
+        assert "Traceback" in err.tracebacks[0] and "in step" in err.tracebacks[0]
+        assert err.batch is not None and err.batch.info["env_error"].all()
+        assert err.batch.truncated.all() and "boom" in pool.env_error(0)
+        err.batch.send(np.ones(2, np.int64))  # the failed envs reset on their next send
+        again = await pool.recv()
+        assert (again.info["elapsed_step"] == 0).all() and not again.info["env_error"].any()
+    with aiopool.make(Flaky, num_envs=1, on_env_error="truncate", fail_at=1) as pool:
+        pool.async_reset()
+        (await pool.recv()).send([0])
+        row = await pool.recv()
+        assert row.info["env_error"][0] and row.truncated[0] and "boom" in pool.env_error(0)
+
+
+@pytest.mark.asyncio
+async def test_a_killed_worker_is_reported_naming_the_lost_envs() -> None:
+    with aiopool.make(CountingEnv, num_envs=4, batch_size=2, num_workers=2,
+                      step_ns=20_000_000) as pool:
+        pool.async_reset()
+        for _ in range(2):
+            (await pool.recv()).send(np.zeros(2, np.int64))
+        victim = pool.worker_pids()[1]  # holds envs 2 and 3
+        os.kill(victim, signal.SIGKILL)
+        start = time.monotonic()
+        with pytest.raises(aiopool.WorkerDied, match=r"killed by SIGKILL.*envs \[") as caught:
+            while True:
+                (await pool.recv(timeout=5)).send(np.zeros(2, np.int64))
+        assert time.monotonic() - start < 1.0
+        assert set(caught.value.lost) <= {2, 3} and caught.value.env_ids == [2, 3]
+        with pytest.raises(ValueError, match="lost with its worker process"):
+            pool.send(np.zeros(1, np.int64), [2])
+        assert _wait_gone([victim], 1.0)
+
+
+@pytest.mark.asyncio
+async def test_restart_replaces_a_dead_worker_and_the_stream_goes_on() -> None:
+    with aiopool.make(CountingEnv, num_envs=4, batch_size=2, num_workers=2, restart=True,
+                      step_ns=5_000_000) as pool:
+        pool.async_reset()
+        resets_after_kill: set[int] = set()
+        killed_at = None
+        rows = 0
+        async for batch in pool.stream():
+            rows += len(batch)
+            if killed_at is None and rows >= 20:
+                os.kill(pool.worker_pids()[0], signal.SIGKILL)  # envs 0 and 1
+                killed_at = time.monotonic()
+            elif killed_at is not None:
+                fresh = batch.env_id[batch.obs[:, 0] == 1]  # event 1: a new env's first reset
+                resets_after_kill.update(fresh.tolist())
+                if resets_after_kill >= {0, 1}:
+                    break
+                assert time.monotonic() - killed_at < 5.0
+            batch.send(np.zeros(len(batch), np.int64))
+        assert len(pool.worker_pids()) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_hung_env_is_caught_by_step_timeout() -> None:
+    with aiopool.make(Hangs, num_envs=2, batch_size=1, num_workers=2, step_timeout=0.3) as pool:
+        pool.async_reset()
+        for _ in range(2):
+            await pool.recv()
+        pool.send(np.array([99, 0]), [0, 1])
+        got = [await pool.recv(timeout=5)]
+        start = time.monotonic()
+        with pytest.raises(aiopool.WorkerDied, match="step_timeout=0.3"):
+            await pool.recv(timeout=5)
+        assert time.monotonic() - start < 2.0 and got[0].env_id[0] == 1
+
+
+def test_close_leaves_no_process_and_no_shared_memory() -> None:
+    shm_before = set(os.listdir("/dev/shm"))
+    before = _children()
+    pool = aiopool.make(CountingEnv, num_envs=4, batch_size=2, num_workers=2)
+    pids = pool.worker_pids()
+    assert set(pids) <= _children() - before
+    pool.close()
+    assert _wait_gone(pids, 2.0)
+    assert set(os.listdir("/dev/shm")) == shm_before
+
+
+def test_a_killed_parent_leaves_no_worker_behind() -> None:
+    code = textwrap.dedent("""
+        import sys, time
+        sys.path.insert(0, %r)
+        import aiopool
+        from helpers import CountingEnv
+        pool = aiopool.make(CountingEnv, num_envs=4, batch_size=2, num_workers=2)
+        pool.async_reset()
+        print(*pool.worker_pids(), flush=True)
+        time.sleep(60)
+    """) % os.path.dirname(__file__)
+    shm_before = set(os.listdir("/dev/shm"))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2 and all(_alive(p) for p in pids)
+    proc.kill()
+    proc.wait()
+    assert _wait_gone(pids, 5.0)
+    assert set(os.listdir("/dev/shm")) == shm_before
+
+
+@pytest.mark.asyncio
+async def test_the_adapters_run_on_the_process_backend() -> None:
+    envs = aiopool.make_gymnasium("Blackjack-v1", num_envs=2, seed=1)
+    ref = gym.vector.SyncVectorEnv([lambda: gym.make("Blackjack-v1")] * 2)
+    try:
+        assert envs.single_observation_space == ref.single_observation_space
+        obs, _ = envs.reset(seed=1)
+        want, _ = ref.reset(seed=1)
+        assert all(np.array_equal(a, b) for a, b in zip(obs, want, strict=True))
+        for t in range(10):
+            a = np.array([t % 2, 1])
+            got = envs.step(a)
+            exp = ref.step(a)
+            assert all(np.array_equal(x, y) for x, y in zip(got[0], exp[0], strict=True))
+            assert np.array_equal(got[1], exp[1]) and np.array_equal(got[2], exp[2])
+    finally:
+        envs.close()
+        ref.close()
