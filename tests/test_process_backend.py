@@ -285,3 +285,15 @@ async def test_the_adapters_run_on_the_process_backend() -> None:
     finally:
         envs.close()
         ref.close()
+
+
+def test_the_python_envs_benchmark_runs(tmp_path: Any) -> None:
+    proc = subprocess.run([sys.executable, "benchmarks/python_envs.py", "--quick", "--out",
+                           str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          cwd=os.path.dirname(os.path.dirname(__file__)), check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    import json
+
+    rates = json.loads((tmp_path / "python_envs_quick.json").read_text())["rates"]
+    assert rates["CartPole-v1"]["aiopool processes stream()"][0] > 0
+    assert rates["CartPole-v1"]["single-process loop"][0] > 0

@@ -143,7 +143,8 @@ class ProcessNative:
         return self._pool_fd
 
     def arm(self) -> None:
-        """Workers ring the eventfd on every completion, so there is nothing to arm."""
+        """Ask the workers to ring the eventfd at their next completion (see layout.py)."""
+        self._store(self.lay.armed[0], 1)
 
     def drain(self) -> None:
         with contextlib.suppress(BlockingIOError):
@@ -208,6 +209,10 @@ class ProcessNative:
 
     def wait(self, timeout: float) -> None:
         """Sleep until a worker rings (or ``timeout`` s; < 0: no limit), GIL released."""
+        self.arm()
+        if self._deaths or any(self._load(self.lay.outbox_tail[w]) != self._out_head[w]
+                               for w in range(len(self._workers))):
+            return  # something finished between the caller's check and the arming
         poller = select.poll()
         poller.register(self._pool_fd, select.POLLIN)
         # poll takes an int of ms; beyond ~24 days, wake up and let the caller wait again
@@ -277,33 +282,43 @@ class ProcessNative:
     # -- internals ---------------------------------------------------------------------------
 
     def _check_ids(self, ids: npt.NDArray[np.int32], what: str, need_reset_ok: bool) -> None:
+        """Refuse ids out of range, repeated, or of envs that cannot take this command. The
+        fast path is two reductions and one gather; the slow one finds what to say."""
         if self._closed:
             raise RuntimeError(f"{what}() on a closed pool")
         n = self.num_envs
         if ids.size and (ids.min() < 0 or ids.max() >= n):
             j = int(np.flatnonzero((ids < 0) | (ids >= n))[0])
             raise ValueError(f"{what}: env_ids[{j}] is {int(ids[j])}, expected 0 <= env_id < {n}")
-        if len(np.unique(ids)) != len(ids):
-            seen: set[int] = set()
-            for i in ids.tolist():
-                if i in seen:
-                    raise ValueError(f"{what}: env_ids names env {i} twice; give each env at "
-                                     "most one action")
-                seen.add(i)
-        for mask, why in ((self._lost, " was lost with its worker process (make the pool with "
-                                       "restart=True to replace dead workers)"),
-                          (self._busy, " still has an action in flight; receive its result "
-                                       "before sending it another")):
+        blocked = self._blocked if need_reset_ok else self._blocked_for_reset
+        if not blocked[ids].any() and np.bincount(ids, minlength=n).max(initial=0) <= 1:
+            return
+        seen: set[int] = set()
+        for i in ids.tolist():
+            if i in seen:
+                raise ValueError(f"{what}: env_ids names env {i} twice; give each env at most "
+                                 "one action")
+            seen.add(i)
+        checks = [(self._lost, " was lost with its worker process (make the pool with "
+                               "restart=True to replace dead workers)"),
+                  (self._busy, " still has an action in flight; receive its result before "
+                               "sending it another")]
+        if need_reset_ok:
+            checks += [(self._fresh, " has not been reset yet; call async_reset() first"),
+                       (self._ended, " ended its episode and autoreset is 'disabled'; call "
+                                     "async_reset(env_ids=[...]) for it first")]
+        for mask, why in checks:
             hit = mask[ids]
             if hit.any():
                 raise ValueError(f"{what}: env {int(ids[hit][0])}{why}")
-        if need_reset_ok:
-            for mask, why in ((self._fresh, " has not been reset yet; call async_reset() first"),
-                              (self._ended, " ended its episode and autoreset is 'disabled'; "
-                                            "call async_reset(env_ids=[...]) for it first")):
-                hit = mask[ids]
-                if hit.any():
-                    raise ValueError(f"{what}: env {int(ids[hit][0])}{why}")
+
+    @property
+    def _blocked(self) -> npt.NDArray[np.bool_]:
+        return self._lost | self._busy | self._fresh | self._ended
+
+    @property
+    def _blocked_for_reset(self) -> npt.NDArray[np.bool_]:
+        return self._lost | self._busy
 
     def _check_actions(self, actions: npt.NDArray[Any]) -> None:
         bounds = self.spec["action_bounds"]
@@ -344,7 +359,8 @@ class ProcessNative:
         tail += len(ids)
         self._in_tail[w] = tail
         self._store(self.lay.inbox_tail[w], tail)
-        _ring(worker.inbox_fd)
+        if self._load(self.lay.sleeping[w]):  # Dekker: tail first, then the flag
+            _ring(worker.inbox_fd)
 
     def _collect(self) -> None:
         """Move finished env ids from the workers' outboxes to the ready queue."""
@@ -392,7 +408,7 @@ class ProcessNative:
             "sys_path": list(sys.path), "plan": self._plan, "memfd": self._memfd,
             "worker": worker.index, "env_ids": worker.env_ids, "factory": self._factory,
             "inbox_fd": worker.inbox_fd, "pool_fd": self._pool_fd, "parent_fd": self._alive_r,
-            "ready_fd": ready_w, "spin_us": self._spin_us, "signal_every": self.batch_size,
+            "ready_fd": ready_w, "spin_us": self._spin_us,
         }
         fds = (self._memfd, worker.inbox_fd, self._pool_fd, self._alive_r, ready_w)
         try:

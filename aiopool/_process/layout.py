@@ -12,6 +12,12 @@ Per worker ``w`` (single producer, single consumer rings of env ids):
     ``inbox[w]``,  ``inbox_tail[w]``   the pool pushes env ids to step; the worker consumes them
     ``outbox[w]``, ``outbox_tail[w]``  the worker pushes finished env ids; the pool consumes them
     ``busy_since[w]``                  monotonic ns when the worker entered an env call, or 0
+    ``sleeping[w]``, ``armed``         "ring my eventfd": set by a side about to sleep
+
+Wake-ups (a Dekker pair, both sides seq_cst): a side about to sleep sets its flag, then
+re-checks its ring; a producer stores the tail, then reads the flag and writes the eventfd only
+if it is set. So an eventfd is written only when its reader sleeps (a write that wakes a
+process costs ~200 µs on a 2-core VM), and no wake-up is ever lost.
 
 Ordering: a producer writes the rows, then the ring entry, then stores the tail (seq_cst, via
 ``_core._atomic_store``); the consumer loads the tail (seq_cst) before reading entries and rows.
@@ -72,6 +78,8 @@ class Layout:
         self.inbox_tail = self._counters(w)
         self.outbox_tail = self._counters(w)
         self.busy_since = self._counters(w)
+        self.sleeping = self._counters(w)  # 1 while worker w sleeps in poll: ring its eventfd
+        self.armed = self._counters(1)     # 1 while the pool waits on its eventfd: ring it
         self.shutdown = self._counters(1)
         self.inbox = self._array("int64", (w, plan.per_worker))
         self.outbox = self._array("int64", (w, plan.per_worker))

@@ -62,7 +62,6 @@ class Worker:
         self.inbox_fd, self.pool_fd, self.parent_fd = config["inbox_fd"], config["pool_fd"], \
             config["parent_fd"]
         self.spin_ns = int(config["spin_us"] * 1000)
-        self.signal_every = max(1, config["signal_every"])
         self.same_step = plan.same_step
         factory: Callable[[], Any] = cloudpickle.loads(config["factory"])
         self.env_ids: list[int] = config["env_ids"]
@@ -80,6 +79,7 @@ class Worker:
         lay, w, cap = self.lay, self.w, self.cap
         inbox, outbox = lay.inbox[w], lay.outbox[w]
         inbox_tail, outbox_tail = lay.inbox_tail[w], lay.outbox_tail[w]
+        sleeping, armed = lay.sleeping[w], lay.armed[0]
         head = done = 0  # the pool zeroes both tails before it starts a worker
         poller = select.poll()
         poller.register(self.inbox_fd, select.POLLIN)
@@ -89,28 +89,27 @@ class Worker:
             if tail == head:
                 tail = self._spin(inbox_tail, head)
             if tail == head:
-                for fd, _ in poller.poll():
-                    if fd == self.parent_fd:
-                        return  # the pool's process is gone
-                with contextlib.suppress(BlockingIOError):
-                    os.read(self.inbox_fd, 8)
+                self._store(sleeping, 1)
+                if self._load(inbox_tail) == head:  # re-check after the flag: Dekker
+                    for fd, _ in poller.poll():
+                        if fd == self.parent_fd:
+                            return  # the pool's process is gone
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(self.inbox_fd, 8)
+                self._store(sleeping, 0)
                 if self._load(lay.shutdown[0]):
                     return
                 continue
-            unsignalled = 0
             for k in range(head, tail):
                 env_id = int(inbox[k % cap])
                 self._run(env_id)
                 outbox[done % cap] = env_id
                 done += 1
                 self._store(outbox_tail, done)  # the commit: env_id's row is complete
-                unsignalled += 1
-                if unsignalled >= self.signal_every:
+                if self._load(armed):  # the pool sleeps on its eventfd
+                    self._store(armed, 0)
                     os.write(self.pool_fd, b"\x01\0\0\0\0\0\0\0")
-                    unsignalled = 0
             head = tail
-            if unsignalled:
-                os.write(self.pool_fd, b"\x01\0\0\0\0\0\0\0")
 
     def _spin(self, inbox_tail: int, head: int) -> int:
         if self.spin_ns <= 0:

@@ -1,0 +1,203 @@
+"""Python envs in worker processes: aiopool's process backend against the peers, same run.
+
+Question: how many env-steps/s does a user's own Python env get through aiopool's process
+backend, against gymnasium's ``AsyncVectorEnv`` (shared memory on), Stable-Baselines3's
+``SubprocVecEnv`` and a single-process Python loop over the same envs? Envs: gymnasium's Python
+``CartPole-v1`` (32 envs) and ``Ant-v5`` (16 envs, MuJoCo through the ``mujoco`` bindings).
+Runners are interleaved and repeated; the table shows medians and the ratios of medians of
+per-repeat ratios. A separate script from ``throughput.py`` because the peers (and the lack of
+a native "limit") differ; PufferLib's ``Multiprocessing`` is measured when ``pufferlib``
+imports (it is not a dependency: its pins clash with this project's numpy and gymnasium).
+
+    python benchmarks/python_envs.py                # ~3 min on 2 cores
+    python benchmarks/python_envs.py --quick        # smoke run (the tests use it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import aiopool
+
+Runner = Callable[[str, int, float], float]  # (env id, num_envs, seconds) -> env-steps/s
+
+
+def _actions(space: gym.Space[Any], n: int, count: int = 64) -> list[np.ndarray]:
+    space.seed(0)
+    return [np.stack([space.sample() for _ in range(n)]) for _ in range(count)]
+
+
+def run_aiopool_stream(env_id: str, n: int, seconds: float) -> float:
+    """``stream()`` with half the envs per batch: stepping overlaps the consumer."""
+    async def go() -> float:
+        with aiopool.make(env_id, num_envs=n, batch_size=n // 2, num_workers=2,
+                          backend="processes") as pool:
+            acts = _actions(pool.single_action_space, n // 2)
+            steps, k, start = 0, 0, time.perf_counter()
+            pool.async_reset()
+            async for batch in pool.stream():
+                batch.send(acts[k % len(acts)])
+                k += 1
+                if k == 20:
+                    steps, start = 0, time.perf_counter()
+                steps += len(batch)
+                if time.perf_counter() - start > seconds and k > 20:
+                    return steps / (time.perf_counter() - start)
+        raise AssertionError("unreachable")
+    return asyncio.run(go())
+
+
+def run_aiopool_gymnasium(env_id: str, n: int, seconds: float) -> float:
+    """The gymnasium ``VectorEnv`` adapter over the process backend (sync ``step``)."""
+    envs = aiopool.make_gymnasium(env_id, num_envs=n, backend="processes", num_workers=2)
+    return _vector_loop(envs, n, seconds)
+
+
+def run_async_vector_env(env_id: str, n: int, seconds: float) -> float:
+    envs = gym.vector.AsyncVectorEnv([lambda: gym.make(env_id)] * n, shared_memory=True)
+    return _vector_loop(envs, n, seconds)
+
+
+def run_subproc_vec_env(env_id: str, n: int, seconds: float) -> float:
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    envs = make_vec_env(env_id, n_envs=n, vec_env_cls=SubprocVecEnv,
+                        vec_env_kwargs={"start_method": "forkserver"})
+    acts = _actions(envs.action_space, n)
+    envs.reset()
+    for k in range(10):
+        envs.step(acts[k % len(acts)])
+    steps, k, start = 0, 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        envs.step(acts[k % len(acts)])
+        k += 1
+        steps += n
+    rate = steps / (time.perf_counter() - start)
+    envs.close()
+    return rate
+
+
+def run_pufferlib(env_id: str, n: int, seconds: float) -> float:
+    import pufferlib.emulation
+    import pufferlib.vector
+
+    envs = pufferlib.vector.make(
+        lambda **kw: pufferlib.emulation.GymnasiumPufferEnv(gym.make(env_id), **kw),
+        backend=pufferlib.vector.Multiprocessing, num_envs=n, num_workers=2)
+    envs.reset()
+    acts = _actions(envs.single_action_space, n)
+    steps, k, start = 0, 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        envs.step(acts[k % len(acts)])
+        k += 1
+        steps += n
+    rate = steps / (time.perf_counter() - start)
+    envs.close()
+    return rate
+
+
+def run_python_loop(env_id: str, n: int, seconds: float) -> float:
+    """One process, a for-loop over ``n`` envs: what the workers must beat."""
+    envs = [gym.make(env_id) for _ in range(n)]
+    for i, e in enumerate(envs):
+        e.reset(seed=i)
+    acts = _actions(envs[0].action_space, n)
+    steps, k, start = 0, 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a = acts[k % len(acts)]
+        for i, e in enumerate(envs):
+            _, _, term, trunc, _ = e.step(a[i])
+            if term or trunc:
+                e.reset()
+        k += 1
+        steps += n
+    return steps / (time.perf_counter() - start)
+
+
+def _vector_loop(envs: Any, n: int, seconds: float) -> float:
+    acts = _actions(envs.single_action_space, n)
+    envs.reset(seed=0)
+    for k in range(10):
+        envs.step(acts[k % len(acts)])
+    steps, k, start = 0, 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        envs.step(acts[k % len(acts)])
+        k += 1
+        steps += n
+    rate = steps / (time.perf_counter() - start)
+    envs.close()
+    return rate
+
+
+RUNNERS: dict[str, Runner] = {
+    "aiopool processes stream()": run_aiopool_stream,
+    "aiopool processes gymnasium adapter": run_aiopool_gymnasium,
+    "gymnasium AsyncVectorEnv (shm)": run_async_vector_env,
+    "SB3 SubprocVecEnv": run_subproc_vec_env,
+    "PufferLib Multiprocessing": run_pufferlib,
+    "single-process loop": run_python_loop,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one short repeat, CartPole only")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args()
+    cases = [("CartPole-v1", 32), ("Ant-v5", 16)]
+    if args.quick:
+        cases, args.repeats, args.seconds = [("CartPole-v1", 8)], 1, 0.3
+    rates: dict[str, dict[str, list[float]]] = {}
+    skipped: dict[str, str] = {}
+    for env_id, n in cases:
+        rates[env_id] = {name: [] for name in RUNNERS}
+        for rep in range(args.repeats):
+            for name, runner in RUNNERS.items():
+                if name in skipped:
+                    continue
+                try:
+                    rate = runner(env_id, n, args.seconds)
+                except ImportError as e:
+                    skipped[name] = f"not installed ({e.name})"
+                    print(f"  skip {name}: {skipped[name]}", flush=True)
+                    continue
+                rates[env_id][name].append(rate)
+                print(f"{env_id} x{n} repeat {rep + 1}/{args.repeats}  {name:38s}"
+                      f"{rate / 1e3:9.1f} k steps/s", flush=True)
+    result = {"machine": {"cpus": len(os.sched_getaffinity(0)), "python": platform.python_version(),
+                          "load": os.getloadavg()},
+              "rates": rates, "skipped": skipped}
+    print(f"\nload average {os.getloadavg()[0]:.2f}; medians of {args.repeats} repeats "
+          "(k env-steps/s) and aiopool stream() ÷ each (median of per-repeat ratios)")
+    for env_id, by_runner in rates.items():
+        ours = by_runner["aiopool processes stream()"]
+        print(f"\n{env_id}")
+        for name, values in by_runner.items():
+            if not values:
+                continue
+            ratios = [a / b for a, b in zip(ours, values, strict=False)]
+            print(f"  {name:38s}{statistics.median(values) / 1e3:9.1f}"
+                  f"   stream ÷ this: {statistics.median(ratios):5.2f}x")
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / ("python_envs_quick.json" if args.quick else "python_envs.json")
+    path.write_text(json.dumps(result, indent=1))
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()
