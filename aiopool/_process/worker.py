@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from aiopool._process.layout import ENV_ERROR, OK, RESET_SEEDED, STEP
+
 
 def main() -> None:
     config = pickle.loads(sys.stdin.buffer.read())
@@ -100,15 +102,14 @@ class Worker:
                 if self._load(lay.shutdown[0]):
                     return
                 continue
-            for k in range(head, tail):
-                env_id = int(inbox[k % cap])
-                self._run(env_id)
-                outbox[done % cap] = env_id
-                done += 1
-                self._store(outbox_tail, done)  # the commit: env_id's row is complete
-                if self._load(armed):  # the pool sleeps on its eventfd
-                    self._store(armed, 0)
-                    os.write(self.pool_fd, b"\x01\0\0\0\0\0\0\0")
+            ids = inbox[np.arange(head, tail) % cap]
+            self._run_all(ids)
+            outbox[np.arange(done, done + len(ids)) % cap] = ids
+            done += len(ids)
+            self._store(outbox_tail, done)  # the commit: these envs' rows are complete
+            if self._load(armed):  # the pool sleeps on its eventfd
+                self._store(armed, 0)
+                os.write(self.pool_fd, b"\x01\0\0\0\0\0\0\0")
             head = tail
 
     def _spin(self, inbox_tail: int, head: int) -> int:
@@ -121,65 +122,72 @@ class Worker:
                 return int(tail)
         return head
 
-    def _run(self, i: int) -> None:
-        from aiopool._process.layout import ENV_ERROR, OK, RESET_SEEDED, STEP
-
-        lay = self.lay
-        env = self.envs[i]
-        command = int(lay.command[i])
+    def _run_all(self, ids: np.ndarray) -> None:
+        """Run the command of each env in ``ids`` and write its row; the scalar columns are
+        written once per wake-up (the caller commits the rows after this returns)."""
+        lay, same_step = self.lay, self.same_step
+        commands = lay.command[ids].tolist()
+        actions = lay.action[ids]  # a copy: the env may keep its action
+        if self.action_is_int:
+            actions = actions.tolist()
         busy = lay.busy_since[self.w]
-        self._store(busy, time.monotonic_ns())
-        final = False
-        try:
-            if command != STEP or self.needs_reset[i]:
-                seed = int(lay.seed[i]) if command == RESET_SEEDED else None
-                lay.command[i] = STEP  # a staged seed is used once
-                obs, info = env.reset(seed=seed)
-                reward, terminated, truncated = 0.0, False, False
-                self.needs_reset[i] = False
-                self.ep_return[i], self.ep_length[i], self.elapsed[i] = 0.0, 0, 0
-            else:
-                action = lay.action[i]
-                obs, reward, terminated, truncated, info = env.step(
-                    int(action) if self.action_is_int else action.copy())
-                reward = float(reward)
-                self.elapsed[i] += 1
-                self.ep_return[i] += reward
-                self.ep_length[i] += 1
-                if terminated or truncated:
-                    if self.same_step:
-                        final = True
-                        assert self.write_final is not None
-                        self.write_final(i, obs)
-                        lay.final_elapsed_step[i] = self.elapsed[i]  # type: ignore[index]
-                        obs, info = env.reset()
-                        self.elapsed[i] = 0
-                    else:
-                        self.needs_reset[i] = True
-            self.write_obs(i, obs)
-            for name, column in self.info_keys:
-                column[i] = info.get(name, 0)
-            lay.status[i] = OK
-        except Exception:
-            lay.set_error_text(i, f"env {i} raised in worker process {os.getpid()}:\n"
-                                  + traceback.format_exc())
-            lay.status[i] = ENV_ERROR
-            reward, terminated, truncated = 0.0, False, True
-            self.needs_reset[i] = True
-        self._store(busy, 0)
-        lay.reward[i] = reward
-        lay.terminated[i] = bool(terminated)
-        lay.truncated[i] = bool(truncated)
-        lay.elapsed_step[i] = self.elapsed[i]
-        lay.episode_return[i] = self.ep_return[i]
-        lay.episode_length[i] = self.ep_length[i]
-        if self.same_step:
-            if final:
+        n = len(ids)
+        reward, terminated, truncated = [0.0] * n, [False] * n, [False] * n
+        elapsed, ep_return, ep_length, status = [0] * n, [0.0] * n, [0] * n, [OK] * n
+        final = [False] * n
+        for j, i in enumerate(ids.tolist()):
+            env = self.envs[i]
+            self._store(busy, time.monotonic_ns())
+            try:
+                if commands[j] != STEP or self.needs_reset[i]:
+                    seed = int(lay.seed[i]) if commands[j] == RESET_SEEDED else None
+                    obs, info = env.reset(seed=seed)
+                    self.needs_reset[i] = False
+                    self.ep_return[i], self.ep_length[i], self.elapsed[i] = 0.0, 0, 0
+                else:
+                    obs, r, term, trunc, info = env.step(actions[j])
+                    r = float(r)
+                    reward[j], terminated[j], truncated[j] = r, bool(term), bool(trunc)
+                    self.elapsed[i] += 1
+                    self.ep_return[i] += r
+                    self.ep_length[i] += 1
+                    if term or trunc:
+                        if same_step:
+                            final[j] = True
+                            assert self.write_final is not None
+                            self.write_final(i, obs)
+                            lay.final_elapsed_step[i] = self.elapsed[i]  # type: ignore[index]
+                            obs, info = env.reset()
+                            self.elapsed[i] = 0
+                        else:
+                            self.needs_reset[i] = True
+                self.write_obs(i, obs)
+                for name, column in self.info_keys:
+                    column[i] = info.get(name, 0)
+            except Exception:
+                lay.set_error_text(i, f"env {i} raised in worker process {os.getpid()}:\n"
+                                      + traceback.format_exc())
+                status[j] = ENV_ERROR
+                reward[j], terminated[j], truncated[j] = 0.0, False, True
+                self.needs_reset[i] = True
+            elapsed[j], ep_return[j], ep_length[j] = (self.elapsed[i], self.ep_return[i],
+                                                      self.ep_length[i])
+            if final[j]:
                 self.ep_return[i], self.ep_length[i] = 0.0, 0
-            else:
-                for column in lay.final_obs.values():
-                    column[i] = 0
-                lay.final_elapsed_step[i] = 0  # type: ignore[index]
+        self._store(busy, 0)
+        lay.command[ids] = STEP  # a staged seed is used once
+        lay.reward[ids] = reward
+        lay.terminated[ids] = terminated
+        lay.truncated[ids] = truncated
+        lay.elapsed_step[ids] = elapsed
+        lay.episode_return[ids] = ep_return
+        lay.episode_length[ids] = ep_length
+        lay.status[ids] = status
+        if same_step and not all(final):
+            ongoing = ids[~np.array(final)]
+            for column in lay.final_obs.values():
+                column[ongoing] = 0
+            lay.final_elapsed_step[ongoing] = 0  # type: ignore[index]
 
 
 def _obs_writer(plan: Any, columns: dict[str, Any]) -> Callable[[int, Any], None]:
