@@ -105,3 +105,24 @@ def test_repr() -> None:
         assert pool.spec.id in repr(pool) and "open" in repr(pool)
         assert pool.spec.id == ("Counting-v0" if pool.backend == "threads" else "CountingEnv")
     assert "closed" in repr(pool)
+
+
+@pytest.mark.asyncio
+async def test_flush_hands_out_a_short_batch_and_batches_go_on_after_it() -> None:
+    with counting(num_envs=4, batch_size=4, step_ns=30_000_000) as pool:
+        pool.async_reset()
+        first = await pool.recv(timeout=5)
+        first.send(np.arange(4))
+        await pool.recv(timeout=5)
+        assert pool.flush(timeout=5) == 0  # every batch was full
+        pool.send(np.array([7, 8, 9]), [0, 1, 2])
+        assert pool.flush(timeout=0.001) == -1  # steps take 30 ms: still in flight
+        assert pool.flush(timeout=5) == 3
+        short = await pool.recv(timeout=5)
+        assert sorted(short.env_id.tolist()) == [0, 1, 2]
+        assert sorted(short.reward.tolist()) == [7.0, 8.0, 9.0]
+        with pytest.raises(aiopool.NothingInFlight):
+            await pool.recv(timeout=5)
+        pool.send(np.ones(4, np.int64))
+        full = await pool.recv(timeout=5)
+        assert len(full) == 4 and sorted(full.env_id.tolist()) == [0, 1, 2, 3]
