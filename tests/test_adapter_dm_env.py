@@ -134,9 +134,10 @@ class _Conformance(test_utils.EnvironmentTestMixin):
     """dm_env's own conformance tests, with an action sequence that ends episodes."""
 
     env_id = ""
+    backend = "threads"
 
     def make_object_under_test(self) -> DmEnvironment:
-        return make_dm(self.env_id, num_threads=1, seed=0)
+        return make_dm(self.env_id, num_threads=1, seed=0, backend=self.backend)
 
     def make_action_sequence(self) -> Any:
         spec = self.environment.action_spec()
@@ -154,3 +155,8 @@ class TestCartPoleConformsToDmEnv(_Conformance, absltest.TestCase):
 
 class TestHopperConformsToDmEnv(_Conformance, absltest.TestCase):
     env_id = "Hopper-v5"
+
+
+class TestCartPoleInWorkerProcessesConformsToDmEnv(_Conformance, absltest.TestCase):
+    env_id = "CartPole-v1"
+    backend = "processes"  # gymnasium's Python CartPole through the process backend

@@ -40,10 +40,13 @@ def _compare_step(ref: VecEnv, ours: VecEnv, actions: Any, t: int) -> tuple[int,
     return int(done.sum()), sum(info["TimeLimit.truncated"] for info in infos)
 
 
+@pytest.mark.parametrize("backend", ["threads", "processes"])
 @pytest.mark.parametrize(("env_id", "kw"), [("CartPole-v1", {"max_episode_steps": 15}),
                                             ("Pendulum-v1", {"max_episode_steps": 50})])
-def test_matches_dummy_vec_env_step_by_step(env_id: str, kw: dict[str, Any]) -> None:
-    ref, ours = _dummy(env_id, **kw), make_sb3(env_id, NUM_ENVS, num_threads=2, **kw)
+def test_matches_dummy_vec_env_step_by_step(env_id: str, kw: dict[str, Any],
+                                            backend: str) -> None:
+    ref = _dummy(env_id, **kw)
+    ours = make_sb3(env_id, NUM_ENVS, num_threads=2, backend=backend, **kw)
     try:
         assert ours.observation_space == ref.observation_space
         assert ours.action_space == ref.action_space and ours.num_envs == ref.num_envs

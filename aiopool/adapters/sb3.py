@@ -92,9 +92,8 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
         family = [k for k in rows.info if k not in _POOL_KEYS]
         final = rows.info.get("final_info", {})
         for i, info in enumerate(infos):
-            source = final if done[i] else rows.info
-            for k in family:
-                info[k] = source[k][i].item()
+            for k in family:  # the ended episode's value where the pool keeps one
+                info[k] = (final if done[i] and k in final else rows.info)[k][i].item()
         elapsed = round(time.time() - self._t_start, 6)
         returns = final.get("episode_score", rows.info["episode_return"])
         for i in np.flatnonzero(done).tolist():
