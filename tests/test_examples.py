@@ -16,3 +16,12 @@ def test_demo_runs_and_a_random_policy_scores_like_one() -> None:
     assert out["steps"] > 1000
     assert out["episodes"] > 10
     assert 10 < out["mean_return"] < 40  # a random CartPole policy averages ~22
+
+
+def test_custom_env_streams_from_worker_processes() -> None:
+    import custom_env
+
+    out = asyncio.run(custom_env.main(custom_env.Args(seconds=1.0, num_envs=8, batch_size=4)))
+    assert out["steps"] > 500 and out["episodes"] > 20
+    # walking forward from a start in [0, 5) reaches the goal in 6..10 steps
+    assert 1.0 - 0.10 < out["mean_return"] < 1.0 - 0.04
