@@ -16,6 +16,10 @@
 //   - terminated = game over, or a lost life with episodic_life or life_loss_info; truncated =
 //     the frame limit without termination. With life_loss_info alone the game goes on
 //     (StepResult::continues), as ale-py only resets on game over, the limit or episodic_life.
+//   - soft_reset_on_life_loss (with life_loss_info; EnvPool's episodic_life): the step after a
+//     lost life ignores its action and starts play again as a reset does, without resetting
+//     the game: FIRE and NOOPs, then the screen goes on the stack unpooled; reward 0, and the
+//     frame counter (the frame limit) does not count those frames.
 // libstdc++'s uniform_int_distribution must match the one in ale-py's wheel (both GCC).
 // Compile with -ffp-contract=off (the resize).
 #pragma once
@@ -48,13 +52,21 @@ class Atari {
   // ale-py's AtariVectorEnv keyword arguments and defaults, plus the ROM file.
   static std::vector<ConfigKey> config_keys() {
     using K = ConfigKey::Kind;
-    return {{"img_height", K::kInt, 84},        {"img_width", K::kInt, 84},
-            {"grayscale", K::kBool, 1},         {"stack_num", K::kInt, 4},
-            {"frameskip", K::kInt, 4},          {"maxpool", K::kBool, 1},
-            {"noop_max", K::kInt, 30},          {"use_fire_reset", K::kBool, 1},
-            {"episodic_life", K::kBool, 0},     {"life_loss_info", K::kBool, 0},
-            {"reward_clipping", K::kBool, 1},   {"repeat_action_probability", K::kFloat, 0.0},
-            {"full_action_space", K::kBool, 0}, {"max_num_frames_per_episode", K::kInt, 108000},
+    return {{"img_height", K::kInt, 84},
+            {"img_width", K::kInt, 84},
+            {"grayscale", K::kBool, 1},
+            {"stack_num", K::kInt, 4},
+            {"frameskip", K::kInt, 4},
+            {"maxpool", K::kBool, 1},
+            {"noop_max", K::kInt, 30},
+            {"use_fire_reset", K::kBool, 1},
+            {"episodic_life", K::kBool, 0},
+            {"life_loss_info", K::kBool, 0},
+            {"reward_clipping", K::kBool, 1},
+            {"repeat_action_probability", K::kFloat, 0.0},
+            {"full_action_space", K::kBool, 0},
+            {"max_num_frames_per_episode", K::kInt, 108000},
+            {"soft_reset_on_life_loss", K::kBool, 0},
             {"rom_path", K::kString, 0.0, ""}};
   }
 
@@ -113,11 +125,7 @@ class Atari {
       }
     }
     ale_->reset_game();
-    if (has_fire_) ale_->act(ale::PLAYER_A_FIRE);
-    for (int n = noop_dist_(noop_rng_) - static_cast<int>(has_fire_); n > 0; --n) {
-      ale_->act(ale::PLAYER_A_NOOP);
-      if (ale_->game_over()) ale_->reset_game();
-    }
+    start_play();
     std::fill(stack_.begin(), stack_.end(), 0);
     stack_idx_ = 0;
     older_black_ = true;
@@ -128,9 +136,11 @@ class Atari {
     game_over_ = false;
     lives_ = ale_->lives();
     life_lost_ = false;
+    restart_ = false;
   }
 
   StepResult step(const Action* action, Rng&) {
+    if (restart_) return restart_play();
     const ale::Action a = actions_[static_cast<std::size_t>(*action)];  // range checked by the pool
     int reward = 0;
     bool grabbed = false;
@@ -157,6 +167,7 @@ class Atari {
     r.truncated = elapsed_ >= o_.max_frames && !r.terminated;
     const bool over = game_over_ || elapsed_ >= o_.max_frames || (o_.episodic_life && life_lost_);
     r.continues = r.terminated && !over;
+    restart_ = r.continues && o_.soft_reset_on_life_loss;
     return r;
   }
 
@@ -188,6 +199,7 @@ class Atari {
           life_loss_info(c.get_bool("life_loss_info")),
           reward_clipping(c.get_bool("reward_clipping")),
           full_action_space(c.get_bool("full_action_space")),
+          soft_reset_on_life_loss(c.get_bool("soft_reset_on_life_loss")),
           repeat_action_probability(static_cast<float>(c.get("repeat_action_probability"))),
           rom(c.get_string("rom_path")) {
       positive("img_height", height);
@@ -199,6 +211,10 @@ class Atari {
         throw std::invalid_argument("noop_max is " + std::to_string(noop_max) + ", expected >= 0");
       if (!(repeat_action_probability >= 0.0f && repeat_action_probability <= 1.0f))
         throw std::invalid_argument("repeat_action_probability must be in [0, 1]");
+      if (soft_reset_on_life_loss && (!life_loss_info || episodic_life))
+        throw std::invalid_argument(
+            "soft_reset_on_life_loss needs life_loss_info=True and episodic_life=False (a lost life "
+            "must not end the episode)");
       if (!std::filesystem::is_regular_file(rom))
         throw std::invalid_argument("rom_path '" + rom.string() + "' is not a ROM file");
     }
@@ -208,7 +224,7 @@ class Atari {
     }
     int height, width, stack, frameskip, noop_max, max_frames;
     bool grayscale, maxpool, use_fire_reset, episodic_life, life_loss_info, reward_clipping,
-        full_action_space;
+        full_action_space, soft_reset_on_life_loss;
     float repeat_action_probability;
     std::filesystem::path rom;
   };
@@ -240,6 +256,29 @@ class Atari {
   static const char* resize_unsupported(const Options& o, const RomInfo& rom) {
     if (o.height == rom.height && o.width == rom.width) return nullptr;
     return AreaResize::unsupported(rom.height, rom.width, o.height, o.width);
+  }
+
+  // After a reset's reset_game (or, with soft_reset_on_life_loss, a lost life): FIRE if the
+  // game has it and use_fire_reset, then the random NOOPs; a game over among them resets the game.
+  void start_play() {
+    if (has_fire_) ale_->act(ale::PLAYER_A_FIRE);
+    for (int n = noop_dist_(noop_rng_) - static_cast<int>(has_fire_); n > 0; --n) {
+      ale_->act(ale::PLAYER_A_NOOP);
+      if (ale_->game_over()) ale_->reset_game();
+    }
+  }
+
+  // The step after a lost life with soft_reset_on_life_loss: play starts again, the game goes on.
+  StepResult restart_play() {
+    restart_ = false;
+    start_play();
+    older_black_ = true;  // the screen alone, as after a reset; the stack is kept
+    pool(true);
+    reward_ = 0;
+    game_over_ = false;
+    lives_ = ale_->lives();
+    life_lost_ = false;
+    return {};
   }
 
   bool resizes() const { return o_.height != rom_.height || o_.width != rom_.width; }
@@ -377,6 +416,7 @@ class Atari {
   bool game_over_ = false;
   int lives_ = 0;
   bool life_lost_ = false;
+  bool restart_ = false;  // soft_reset_on_life_loss: the next step restarts play
 };
 
 }  // namespace aiopool::atari
