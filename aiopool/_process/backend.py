@@ -44,6 +44,7 @@ from ..errors import EnvError, WorkerDied
 from .layout import ENV_ERROR, RESET, RESET_SEEDED, STEP, Layout, Plan
 
 _EFD_ONE = (1).to_bytes(8, sys.byteorder)
+_BUSY, _FRESH, _ENDED, _LOST = 1, 2, 4, 8
 _READY_TIMEOUT_S = 120.0
 
 
@@ -83,12 +84,15 @@ class ProcessNative:
         self._hung_reason: str | None = None
         self.field_names = _field_names(plan)
         n = plan.num_envs
-        self._busy = np.zeros(n, dtype=bool)          # sent, result not yet taken
-        self._fresh = np.ones(n, dtype=bool)          # never reset: a send is refused
-        self._ended = np.zeros(n, dtype=bool)         # autoreset="disabled" and the episode ended
-        self._lost = np.zeros(n, dtype=bool)          # its worker died and was not restarted
-        self._ready: collections.deque[int] = collections.deque()  # finished, not yet taken
+        # Per env, what refuses a command (one gather checks them all): _BUSY, sent and not
+        # yet taken; _FRESH, never reset; _ENDED, its episode ended with autoreset="disabled";
+        # _LOST, its worker died and was not restarted.
+        self._flags = np.full(n, _FRESH, dtype=np.uint8)
+        self._ready: list[int] = []  # finished, not yet taken, in the order they were seen
         self._cut = 0                                  # rows of a flushed short batch, or 0
+        self._errors_taken = 0                         # error rows taken (layout.errors: raised)
+        self._no_errors_cache: dict[int, npt.NDArray[np.bool_]] = {}
+        self._error_field = 3 + len(plan.info)         # env_error's index among the extras
         self._untaken = 0
         self._closed = False
         self._deaths: collections.deque[tuple[int, int, str]] = collections.deque()
@@ -164,8 +168,7 @@ class ProcessNative:
         cmd = self.lay.command
         stepping = cmd[ids] == STEP
         cmd[ids[stepping]] = RESET
-        self._fresh[ids] = False
-        self._ended[ids] = False
+        self._flags[ids] &= ~np.uint8(_FRESH | _ENDED)
         self._dispatch(ids)
 
     def send(self, actions: Any, ids: Any) -> None:
@@ -193,18 +196,17 @@ class ProcessNative:
         if not rows:
             return None
         self._cut = 0
-        ids = np.fromiter((self._ready.popleft() for _ in range(rows)), dtype=np.int32,
-                          count=rows)
-        self._busy[ids] = False
+        ids = np.array(self._ready[:rows], dtype=np.int32)
+        del self._ready[:rows]
+        self._flags[ids] &= ~np.uint8(_BUSY)
         self._untaken -= rows
         arrays = self._gather(ids)
         if self._autoreset == "disabled":
-            self._ended[ids] |= arrays[2] | arrays[3]
-        if self._raise_env_errors:
-            errors = self.lay.status[ids] == ENV_ERROR
-            if errors.any():
-                texts = {int(i): self.lay.error_text(int(i)) for i in ids[errors]}
-                raise EnvError(texts, arrays)
+            self._flags[ids] |= (arrays[2] | arrays[3]).astype(np.uint8) * np.uint8(_ENDED)
+        errors = arrays[5].env_error
+        if self._raise_env_errors and errors.any():
+            texts = {int(i): self.lay.error_text(int(i)) for i in ids[errors]}
+            raise EnvError(texts, arrays)
         return arrays
 
     def wait(self, timeout: float) -> None:
@@ -290,8 +292,9 @@ class ProcessNative:
         if ids.size and (ids.min() < 0 or ids.max() >= n):
             j = int(np.flatnonzero((ids < 0) | (ids >= n))[0])
             raise ValueError(f"{what}: env_ids[{j}] is {int(ids[j])}, expected 0 <= env_id < {n}")
-        blocked = self._blocked if need_reset_ok else self._blocked_for_reset
-        if not blocked[ids].any() and np.bincount(ids, minlength=n).max(initial=0) <= 1:
+        flags = self._flags[ids]
+        refuse = flags if need_reset_ok else flags & (_BUSY | _LOST)
+        if not refuse.any() and len(set(ids.tolist())) == len(ids):
             return
         seen: set[int] = set()
         for i in ids.tolist():
@@ -299,26 +302,18 @@ class ProcessNative:
                 raise ValueError(f"{what}: env_ids names env {i} twice; give each env at most "
                                  "one action")
             seen.add(i)
-        checks = [(self._lost, " was lost with its worker process (make the pool with "
-                               "restart=True to replace dead workers)"),
-                  (self._busy, " still has an action in flight; receive its result before "
-                               "sending it another")]
+        checks = [(_LOST, " was lost with its worker process (make the pool with restart=True "
+                          "to replace dead workers)"),
+                  (_BUSY, " still has an action in flight; receive its result before sending "
+                          "it another")]
         if need_reset_ok:
-            checks += [(self._fresh, " has not been reset yet; call async_reset() first"),
-                       (self._ended, " ended its episode and autoreset is 'disabled'; call "
-                                     "async_reset(env_ids=[...]) for it first")]
-        for mask, why in checks:
-            hit = mask[ids]
+            checks += [(_FRESH, " has not been reset yet; call async_reset() first"),
+                       (_ENDED, " ended its episode and autoreset is 'disabled'; call "
+                                "async_reset(env_ids=[...]) for it first")]
+        for bit, why in checks:
+            hit = (flags & bit) != 0
             if hit.any():
                 raise ValueError(f"{what}: env {int(ids[hit][0])}{why}")
-
-    @property
-    def _blocked(self) -> npt.NDArray[np.bool_]:
-        return self._lost | self._busy | self._fresh | self._ended
-
-    @property
-    def _blocked_for_reset(self) -> npt.NDArray[np.bool_]:
-        return self._lost | self._busy
 
     def _check_actions(self, actions: npt.NDArray[Any]) -> None:
         bounds = self.spec["action_bounds"]
@@ -331,6 +326,8 @@ class ProcessNative:
             return
         low, high = bounds
         flat = actions.reshape(len(actions), -1)
+        if flat.shape[1] == 1 and flat.min() >= low[0] and flat.max() <= high[0]:
+            return  # Discrete: two reductions
         bad = (flat < low) | (flat > high)
         if not bad.any():
             return
@@ -343,11 +340,15 @@ class ProcessNative:
     def _dispatch(self, ids: npt.NDArray[np.int32]) -> None:
         if not len(ids):
             return
-        self._busy[ids] = True
+        self._flags[ids] |= _BUSY
         self._untaken += len(ids)
         owners = self._owner[ids]
+        first = owners[0]
+        if len(self._workers) == 1 or (owners == first).all():  # one worker's envs (common)
+            self._push(self._workers[first], ids)
+            return
         for worker in self._workers:
-            mine = ids[owners == worker.index] if len(self._workers) > 1 else ids
+            mine = ids[owners == worker.index]
             if len(mine):
                 self._push(worker, mine)
 
@@ -355,7 +356,12 @@ class ProcessNative:
         """Queue ``ids`` in ``worker``'s inbox, then publish the tail and ring it."""
         w = worker.index
         tail = self._in_tail[w]
-        self.lay.inbox[w, (tail + np.arange(len(ids))) % self._plan.per_worker] = ids
+        cap = self._plan.per_worker
+        start = tail % cap
+        if start + len(ids) <= cap:
+            self.lay.inbox[w, start:start + len(ids)] = ids
+        else:
+            self.lay.inbox[w, (tail + np.arange(len(ids))) % cap] = ids
         tail += len(ids)
         self._in_tail[w] = tail
         self._store(self.lay.inbox_tail[w], tail)
@@ -372,8 +378,9 @@ class ProcessNative:
             if tail == head:
                 continue
             box = lay.outbox[w]
-            if tail - head == 1:
-                self._ready.append(int(box[head % cap]))
+            start, end = head % cap, tail % cap
+            if start < end:
+                self._ready.extend(box[start:end].tolist())
             else:
                 self._ready.extend(box[np.arange(head, tail) % cap].tolist())
             self._out_head[w] = tail
@@ -392,12 +399,26 @@ class ProcessNative:
         ids.flags.writeable = False
         extras = [rows(lay.elapsed_step), rows(lay.episode_return), rows(lay.episode_length)]
         extras += [rows(lay.info[f.name]) for f in plan.info]
-        extras.append(rows(lay.status) == ENV_ERROR)
+        if self._load(lay.errors[0]) > self._errors_taken:  # some env raised: find which
+            errors = lay.status.take(ids) == ENV_ERROR
+            self._errors_taken += int(errors.sum())
+        else:
+            errors = self._no_errors(len(ids))
+        errors.flags.writeable = False
+        extras.append(errors)
         if plan.same_step:
             extras += [rows(lay.final_obs[f.name]) for f in plan.obs]
             extras.append(rows(lay.final_elapsed_step))  # type: ignore[arg-type]
-        return (obs, rows(lay.reward), rows(lay.terminated), rows(lay.truncated), ids,
-                _Fields(obs_cols, extras))
+        fields = _Fields(obs_cols, extras)
+        fields._error_field = self._error_field
+        return (obs, rows(lay.reward), rows(lay.terminated), rows(lay.truncated), ids, fields)
+
+    def _no_errors(self, rows: int) -> npt.NDArray[np.bool_]:
+        cached = self._no_errors_cache.get(rows)
+        if cached is None:
+            cached = self._no_errors_cache[rows] = np.zeros(rows, dtype=bool)
+            cached.flags.writeable = False
+        return cached
 
     # -- workers --------------------------------------------------------------------------------
 
@@ -507,8 +528,9 @@ class ProcessNative:
             self._collect()  # what it committed before dying is delivered
             mine = np.asarray(worker.env_ids, dtype=np.int32)
             ready = np.zeros(self.num_envs, dtype=bool)
-            ready[list(self._ready)] = True
-            lost = mine[self._busy[mine] & ~ready[mine]]
+            ready[self._ready] = True
+            busy = (self._flags[mine] & _BUSY) != 0
+            lost = mine[busy & ~ready[mine]]
             quick = time.monotonic() - worker.started < 1.0
             worker.quick_deaths = worker.quick_deaths + 1 if quick else 0
             if self._restart and worker.quick_deaths < 3:
@@ -516,8 +538,8 @@ class ProcessNative:
                 continue
             if self._restart:
                 how += " three times within 1 s of starting, so it was not restarted again"
-            self._lost[mine] = True
-            self._busy[lost] = False
+            self._flags[mine] |= _LOST
+            self._flags[lost] &= ~np.uint8(_BUSY)
             self._untaken -= len(lost)
             raise WorkerDied(index, how, [int(i) for i in lost], list(worker.env_ids))
 
@@ -537,10 +559,15 @@ class ProcessNative:
 class _Fields:
     """The ``handle`` of a gathered batch: ``array(i)`` is field ``i`` of ``field_names``."""
 
-    __slots__ = ("_all",)
+    __slots__ = ("_all", "_error_field")
 
     def __init__(self, obs_cols: list[npt.NDArray[Any]], extras: list[npt.NDArray[Any]]) -> None:
         self._all = obs_cols, extras
+        self._error_field = -1
+
+    @property
+    def env_error(self) -> npt.NDArray[np.bool_]:
+        return self._all[1][self._error_field]
 
     def array(self, field: int) -> npt.NDArray[Any]:
         _obs_cols, extras = self._all

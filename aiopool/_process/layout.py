@@ -81,6 +81,7 @@ class Layout:
         self.sleeping = self._counters(w)  # 1 while worker w sleeps in poll: ring its eventfd
         self.armed = self._counters(1)     # 1 while the pool waits on its eventfd: ring it
         self.shutdown = self._counters(1)
+        self.errors = self._counters(1)    # env calls that raised, ever (workers add)
         self.inbox = self._array("int64", (w, plan.per_worker))
         self.outbox = self._array("int64", (w, plan.per_worker))
         self.action = self._array(plan.action.dtype, (n, *plan.action.shape))

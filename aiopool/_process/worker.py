@@ -54,7 +54,8 @@ class Worker:
         from aiopool._native import _core
         from aiopool._process.layout import Layout
 
-        self._load, self._store = _core._atomic_load, _core._atomic_store
+        self._add, self._load, self._store = (_core._atomic_add, _core._atomic_load,
+                                              _core._atomic_store)
         plan = config["plan"]
         self._mm = mmap.mmap(config["memfd"], Layout(plan).size)
         os.close(config["memfd"])
@@ -64,6 +65,7 @@ class Worker:
         self.inbox_fd, self.pool_fd, self.parent_fd = config["inbox_fd"], config["pool_fd"], \
             config["parent_fd"]
         self.spin_ns = int(config["spin_us"] * 1000)
+        self.polite = bool(config.get("polite", True))
         self.same_step = plan.same_step
         factory: Callable[[], Any] = cloudpickle.loads(config["factory"])
         self.env_ids: list[int] = config["env_ids"]
@@ -120,6 +122,8 @@ class Worker:
             tail = self._load(inbox_tail)
             if tail != head:
                 return int(tail)
+            if self.polite:
+                os.sched_yield()  # a runnable pool or worker process goes first
         return head
 
     def _run_all(self, ids: np.ndarray) -> None:
@@ -168,6 +172,7 @@ class Worker:
                 lay.set_error_text(i, f"env {i} raised in worker process {os.getpid()}:\n"
                                       + traceback.format_exc())
                 status[j] = ENV_ERROR
+                self._add(lay.errors[0], 1)
                 reward[j], terminated[j], truncated[j] = 0.0, False, True
                 self.needs_reset[i] = True
             elapsed[j], ep_return[j], ep_length[j] = (self.elapsed[i], self.ep_return[i],
