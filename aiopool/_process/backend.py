@@ -429,7 +429,7 @@ class ProcessNative:
             "sys_path": list(sys.path), "plan": self._plan, "memfd": self._memfd,
             "worker": worker.index, "env_ids": worker.env_ids, "factory": self._factory,
             "inbox_fd": worker.inbox_fd, "pool_fd": self._pool_fd, "parent_fd": self._alive_r,
-            "ready_fd": ready_w, "spin_us": self._spin_us,
+            "ready_fd": ready_w, "spin_us": self._spin_us, "commit_rows": self.batch_size,
         }
         fds = (self._memfd, worker.inbox_fd, self._pool_fd, self._alive_r, ready_w)
         try:

@@ -29,6 +29,8 @@ import numpy as np
 
 from aiopool._process.layout import ENV_ERROR, OK, RESET_SEEDED, STEP
 
+_COMMIT_AFTER_NS = 1_000_000  # commit the rows that ran once a wake-up's envs took this long
+
 
 def main() -> None:
     config = pickle.loads(sys.stdin.buffer.read())
@@ -65,6 +67,7 @@ class Worker:
         self.inbox_fd, self.pool_fd, self.parent_fd = config["inbox_fd"], config["pool_fd"], \
             config["parent_fd"]
         self.spin_ns = int(config["spin_us"] * 1000)
+        self.commit_rows = max(1, config["commit_rows"])
         self.polite = bool(config.get("polite", True))
         self.same_step = plan.same_step
         factory: Callable[[], Any] = cloudpickle.loads(config["factory"])
@@ -104,14 +107,20 @@ class Worker:
                 if self._load(lay.shutdown[0]):
                     return
                 continue
-            ids = inbox[np.arange(head, tail) % cap]
-            self._run_all(ids)
-            outbox[np.arange(done, done + len(ids)) % cap] = ids
-            done += len(ids)
-            self._store(outbox_tail, done)  # the commit: these envs' rows are complete
-            if self._load(armed):  # the pool sleeps on its eventfd
-                self._store(armed, 0)
-                os.write(self.pool_fd, b"\x01\0\0\0\0\0\0\0")
+            queued = inbox[np.arange(head, tail) % cap]
+            # Commit every `commit_rows` envs, or sooner when they are slow (_COMMIT_AFTER_NS):
+            # cheap envs share one commit, and a slow env's row never waits for the others.
+            start = 0
+            while start < len(queued):
+                ran = self._run_all(queued[start:start + self.commit_rows])
+                ids = queued[start:start + ran]
+                start += ran
+                outbox[np.arange(done, done + ran) % cap] = ids
+                done += ran
+                self._store(outbox_tail, done)  # the commit: these envs' rows are complete
+                if self._load(armed):  # the pool sleeps on its eventfd
+                    self._store(armed, 0)
+                    os.write(self.pool_fd, b"\x01\0\0\0\0\0\0\0")
             head = tail
 
     def _spin(self, inbox_tail: int, head: int) -> int:
@@ -126,9 +135,10 @@ class Worker:
                 os.sched_yield()  # a runnable pool or worker process goes first
         return head
 
-    def _run_all(self, ids: np.ndarray) -> None:
-        """Run the command of each env in ``ids`` and write its row; the scalar columns are
-        written once per wake-up (the caller commits the rows after this returns)."""
+    def _run_all(self, ids: np.ndarray) -> int:
+        """Run the command of each env in ``ids`` in turn, for up to ``_COMMIT_AFTER_NS``,
+        and write their rows (the scalar columns once, at the end); returns how many ran. The
+        caller commits those rows."""
         lay, same_step = self.lay, self.same_step
         commands = lay.command[ids].tolist()
         actions = lay.action[ids]  # a copy: the env may keep its action
@@ -139,7 +149,14 @@ class Worker:
         reward, terminated, truncated = [0.0] * n, [False] * n, [False] * n
         elapsed, ep_return, ep_length, status = [0] * n, [0.0] * n, [0] * n, [OK] * n
         final = [False] * n
+        until = time.perf_counter_ns() + _COMMIT_AFTER_NS
         for j, i in enumerate(ids.tolist()):
+            if j and time.perf_counter_ns() > until:  # slow envs: commit what ran so far
+                n = j
+                ids = ids[:n]
+                del reward[n:], terminated[n:], truncated[n:], elapsed[n:], ep_return[n:]
+                del ep_length[n:], status[n:], final[n:]
+                break
             env = self.envs[i]
             self._store(busy, time.monotonic_ns())
             try:
@@ -193,6 +210,7 @@ class Worker:
             for column in lay.final_obs.values():
                 column[ongoing] = 0
             lay.final_elapsed_step[ongoing] = 0  # type: ignore[index]
+        return n
 
 
 def _obs_writer(plan: Any, columns: dict[str, Any]) -> Callable[[int, Any], None]:
