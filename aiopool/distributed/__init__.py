@@ -1,0 +1,18 @@
+"""aiopool pools on many machines: one Ray actor per host owns a native pool; the driver
+merges their batches behind the pool contract (``send`` / ``recv`` / ``stream`` / ``step``).
+
+Needs Ray (``pip install "aiopool[ray]"``); ``import aiopool`` never imports it.
+"""
+
+try:
+    import ray as _ray  # noqa: F401
+except ImportError as e:  # pragma: no cover - depends on the install
+    raise ImportError('aiopool.distributed needs Ray: pip install "aiopool[ray]" '
+                      '(or pip install "ray>=2.60")') from e
+
+from .errors import ActorDied
+from .make import make_remote, make_remote_async
+from .pool import RemotePool
+from .rollout import Fragment
+
+__all__ = ["ActorDied", "Fragment", "RemotePool", "make_remote", "make_remote_async"]

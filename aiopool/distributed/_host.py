@@ -1,0 +1,353 @@
+"""The host side: one async Ray actor owns one aiopool pool (its envs, its threads).
+
+Runs on the actor's asyncio loop (Ray's "AsyncIO Thread"), where the pool's eventfd is awaited
+as it is in any process; nothing here blocks that loop except ``flush``, which waits in C++ with
+the GIL released, as ``Pool.flush`` does.
+
+One method does the work: ``call((gen, seq, op, env_ids, payload, recv))``. Its first part (send
+actions, reset envs, replace the pool, flush) runs strictly in ``seq`` order within a generation,
+whatever order Ray starts the coroutines in; its second part, when ``recv`` is set, awaits the
+pool's next batch and returns it. The driver keeps the counts right: every batch a ``recv`` call
+waits for is covered by rows already sent, so the pool never raises ``NothingInFlight`` here.
+A generation is one life of the host's envs: the driver starts the next one with ``RECOVER``
+after a failure, and calls of older generations are refused (``StaleCall``).
+
+Rollout mode (``set_policy`` / ``set_weights`` / ``fragment``): the actor runs the policy over
+its envs itself and returns ``T`` steps of all of them in one reply, lockstep when one batch
+holds every env (best for cheap envs), else as a stream of batches.
+
+Env ids are local (``0 .. num_envs - 1``) on the way in; returned batches carry global ids
+(``offset + local``), so the driver never touches them. The returned fields are the pool's own
+views; Ray copies them once into the reply (or the object store, from 100 KiB) and the driver
+gets read-only views of that copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import inspect
+import os
+import uuid
+import warnings
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+import aiopool
+
+
+class Op(enum.IntEnum):
+    """What a call does before its optional recv (the values travel over Ray)."""
+
+    NONE = 0      # only recv
+    SEND = 1      # payload: actions
+    RESET = 2     # payload: None or one seed (int or None) per env id
+    RECOVER = 3   # begin a generation: a fresh pool unless this life's pool is still unused
+    FLUSH = 4     # payload: timeout; returns (rows, fields or None)
+
+
+class StaleCall(RuntimeError):
+    """A call of a generation the driver has given up on (it never reaches the user)."""
+
+
+class PoolHost:
+    """Owns one aiopool pool inside a Ray actor. Wrap with ``ray.remote`` (see ``pool.py``).
+
+    A restarted actor (Ray re-runs this constructor) makes its pool with fresh entropy instead
+    of ``seed``: re-seeding would replay the episodes its envs already played.
+    """
+
+    def __init__(self, env_id: Any, num_envs: int, batch_size: int, offset: int,
+                 seed: int | None, make_kwargs: dict[str, Any]) -> None:
+        self._make_args = (env_id, num_envs, batch_size, make_kwargs)
+        self._offset = np.int32(offset)
+        self._gen = 0
+        self._next = 0
+        self._turns: dict[tuple[int, int], asyncio.Future[None]] = {}
+        self.incarnation = uuid.uuid4().hex
+        self.reconstructed = _was_reconstructed()
+        self._error: BaseException | None = None
+        self._policy: Any = None
+        self._weights: tuple[Any, int] | None = None  # pushed, applied at the next fragment
+        self._version = 0
+        self._rolling = asyncio.Lock()
+        self._policy_set = asyncio.Event()
+        try:
+            self._new_pool(None if self.reconstructed else seed)
+        except Exception as e:  # reported by describe(): a constructor error kills the actor
+            self._error = e
+
+    _obs: npt.NDArray[Any] | None  # rollout mode: the obs the next actions are taken on
+
+    def _new_pool(self, seed: int | None) -> None:
+        env_id, num_envs, batch_size, make_kwargs = self._make_args
+        self._pool = aiopool.make(env_id, num_envs=num_envs, batch_size=batch_size, seed=seed,
+                                  **make_kwargs)
+        self._fresh = np.ones(num_envs, dtype=bool)  # never reset by this pool
+        self._used = False
+        self._obs = None
+
+    # -- what the driver asks once ----------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        if self._error is not None:
+            raise self._error
+        pool = self._pool
+        native_spec = getattr(pool, "_native", None)
+        spec_dict = getattr(native_spec, "spec", {}) if native_spec is not None else {}
+        return {"spec": pool.spec, "field_names": tuple(pool._names),
+                "num_envs": pool.num_envs, "batch_size": pool.batch_size,
+                "num_threads": getattr(pool, "num_threads", None), "backend": pool.backend,
+                "autoreset": pool.autoreset, "max_seed": int(spec_dict.get("max_seed", -1)),
+                "pid": os.getpid(), "incarnation": self.incarnation,
+                "reconstructed": self.reconstructed}
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def env_error(self, env_id: int) -> str:
+        return self._pool.env_error(env_id)
+
+    def close(self) -> None:
+        self._pool.close()
+
+    # -- the per-batch call -----------------------------------------------------------------
+
+    async def call(self, msg: tuple[int, int, int, npt.NDArray[np.int32] | None, Any, bool],
+                   ) -> Any:
+        """``msg`` is ``(gen, seq, op, env_ids, payload, recv)``: one argument, so Ray
+        serializes one object per call (it serializes each argument on its own)."""
+        gen, seq, op, env_ids, payload, recv = msg
+        await self._turn(gen, seq, op)
+        if op != Op.RECOVER:
+            self._used = True
+        rows = 0
+        try:
+            if op == Op.SEND:
+                assert env_ids is not None
+                self._send(payload, env_ids)
+            elif op == Op.RESET:
+                assert env_ids is not None
+                self._pool.async_reset(seed=payload, env_ids=env_ids)
+                self._fresh[env_ids] = False
+            elif op == Op.RECOVER:
+                self._recover(gen)
+            elif op == Op.FLUSH:
+                rows = self._pool.flush(payload)
+        finally:
+            self._next += 1
+            self._wake(self._gen, self._next)
+        if op == Op.FLUSH:
+            return rows, (self._pack(await self._pool.recv()) if rows > 0 else None)
+        if not recv:
+            return None
+        return self._pack(await self._pool.recv())
+
+    async def _turn(self, gen: int, seq: int, op: int) -> None:
+        """Wait until every earlier call of this generation has done its first part."""
+        if op == Op.RECOVER:
+            if gen <= self._gen:
+                raise StaleCall(f"generation {gen} already began")
+            return
+        while not (gen == self._gen and seq == self._next):
+            if gen < self._gen:
+                raise StaleCall(f"generation {gen} is over (now {self._gen})")
+            fut = asyncio.get_running_loop().create_future()
+            self._turns[(gen, seq)] = fut
+            try:
+                await fut
+            finally:
+                self._turns.pop((gen, seq), None)
+
+    def _wake(self, gen: int, seq: int) -> None:
+        fut = self._turns.get((gen, seq))
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def _recover(self, gen: int) -> None:
+        """Begin generation ``gen``: the driver gave up on every env step in flight here."""
+        if self._used:  # the same life as before the failure: start over with fresh envs
+            self._pool.close()
+            self._new_pool(None)
+        self._gen, self._next = gen, 0  # RECOVER is call 0 of its generation
+        for key, fut in list(self._turns.items()):  # wake older generations: they raise
+            if key[0] < gen and not fut.done():
+                fut.set_result(None)
+
+    def _send(self, actions: Any, env_ids: npt.NDArray[np.int32]) -> None:
+        fresh = self._fresh[env_ids]
+        if fresh.any():  # this life's pool never reset them (a restart): they reset instead
+            self._pool.async_reset(env_ids=env_ids[fresh])
+            self._fresh[env_ids[fresh]] = False
+            keep = ~fresh
+            env_ids, actions = env_ids[keep], np.asarray(actions)[keep]
+        if len(env_ids):
+            self._pool.send(actions, env_ids)
+
+    def _pack(self, batch: aiopool.Batch) -> tuple[Any, ...]:
+        fields = list(batch.fields())
+        fields[4] = fields[4] + self._offset  # global env ids (int32 + int32)
+        return tuple(fields)
+
+    # -- rollout mode: the policy runs here, fragments of T steps go back -------------------
+
+    def set_policy(self, policy: Any) -> None:
+        """Ray resolves the policy's ObjectRef before running this, so a ``fragment`` call
+        sent after it may start first: it waits for ``_policy_set``."""
+        self._policy = policy
+        self._policy_set.set()
+
+    def set_weights(self, weights: Any, version: int) -> None:
+        newest = self._version if self._weights is None else self._weights[1]
+        if version > newest:  # pushes may arrive in any order: keep the newest
+            self._weights = (weights, version)
+
+    async def fragment(self, horizon: int) -> dict[str, Any]:
+        """``horizon`` steps of every env here under the policy, as (T, n) arrays; weights
+        pushed meanwhile apply from the next fragment on.
+
+        The envs run as a stream, not in lockstep: each batch's rows go into their envs'
+        own next time slot and get their next actions at once, so the policy of one batch
+        overlaps the stepping of the others. Envs that have their ``horizon`` steps wait for
+        the rest (the last short batches are flushed out)."""
+        async with self._rolling:
+            await self._policy_set.wait()
+            if self._weights is not None:
+                weights, self._version = self._weights
+                self._weights = None
+                self._policy.set_weights(weights)
+            try:
+                return await self._fragment(horizon)
+            except BaseException:  # envs left mid-step: start over with fresh ones next time
+                self._pool.close()
+                self._new_pool(None)
+                raise
+
+    async def _fragment(self, horizon: int) -> dict[str, Any]:
+        pool = self._pool
+        self._used = True
+        n = pool.num_envs
+        cur = self._obs if self._obs is not None else await self._first_obs()
+        all_ids = np.arange(n, dtype=np.int32)
+        if pool.batch_size == n:
+            return await self._lockstep(horizon, cur, all_ids)
+        t = np.zeros(n, dtype=np.int64)
+        # Per batch only what the next send needs; rows are put in place at the end (the
+        # batches' blocks stay alive until then: no copy before the one scatter per field).
+        rows: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], tuple[Any, ...]]]
+        rows = []
+        act = await self._act(cur)
+        acted = [(t.copy(), all_ids, cur.copy(), act)]
+        pool.send(act, all_ids)
+        left = n * horizon
+        while left:
+            batch = await self._recv_or_flush()
+            ids = batch.env_id
+            slot = t[ids]
+            rows.append((slot, ids, batch.fields()))
+            nxt = slot + 1
+            t[ids] = nxt
+            left -= len(ids)
+            more = nxt < horizon
+            if more.all():
+                go, o, at = ids, batch.obs, nxt
+            elif more.any():
+                go, o, at = ids[more], batch.obs[more], nxt[more]
+            else:
+                continue
+            a = await self._act(o)
+            acted.append((at, go, o, a))
+            pool.send(a, go)
+        slots = np.concatenate([r[0] for r in rows])
+        ids = np.concatenate([r[1] for r in rows])
+        columns: dict[str, npt.NDArray[Any]] = {}
+        for k, name in enumerate(pool._names):
+            if name == "env_id":
+                continue
+            part = np.concatenate([r[2][k] for r in rows])
+            if name == "obs":  # the obs after each env's last step: the next start
+                last = slots == horizon - 1
+                cur[ids[last]] = part[last]
+                continue
+            columns[name] = np.empty((horizon, n, *part.shape[1:]), part.dtype)
+            columns[name][slots, ids] = part
+        at = np.concatenate([r[0] for r in acted])
+        go = np.concatenate([r[1] for r in acted])
+        obs = np.empty((horizon, *cur.shape), dtype=cur.dtype)
+        obs[at, go] = np.concatenate([r[2] for r in acted])
+        first = acted[0][3]
+        actions = np.empty((horizon, *first.shape), dtype=first.dtype)
+        actions[at, go] = np.concatenate([r[3] for r in acted])
+        self._obs = cur
+        return {"obs": obs, "actions": actions, "next_obs": cur.copy(),
+                "env_id": all_ids + self._offset, "fields": columns,
+                "policy_version": self._version}
+
+    async def _lockstep(self, horizon: int, cur: npt.NDArray[Any],
+                        all_ids: npt.NDArray[np.int32]) -> dict[str, Any]:
+        """One batch is every env (``batch_size == num_envs``): ``step()`` after ``step()``,
+        each step's rows copied once into row ``t``. For cheap envs this beats the stream:
+        their steps take less than the bookkeeping the stream needs per batch."""
+        pool = self._pool
+        n = pool.num_envs
+        obs = np.empty((horizon, *cur.shape), dtype=cur.dtype)
+        columns: dict[str, npt.NDArray[Any]] = {}
+        actions: npt.NDArray[Any] | None = None
+        for t in range(horizon):
+            obs[t] = cur
+            act = await self._act(cur)
+            if actions is None:
+                actions = np.empty((horizon, *act.shape), dtype=act.dtype)
+            actions[t] = act
+            batch = await pool.step(act)
+            for name, field in zip(pool._names, batch.fields(), strict=True):
+                if name in ("obs", "env_id"):
+                    continue
+                if name not in columns:
+                    columns[name] = np.empty((horizon, n, *field.shape[1:]), field.dtype)
+                columns[name][t] = field
+            cur = batch.obs
+        self._obs = np.array(cur)
+        return {"obs": obs, "actions": actions, "next_obs": self._obs.copy(),
+                "env_id": all_ids + self._offset, "fields": columns,
+                "policy_version": self._version}
+
+    async def _first_obs(self) -> npt.NDArray[Any]:
+        """Reset every env (a fresh pool: seeded as made) and gather the observations."""
+        pool = self._pool
+        pool.async_reset()
+        first: npt.NDArray[Any] | None = None
+        got = 0
+        while got < pool.num_envs:
+            batch = await self._recv_or_flush()
+            if first is None:
+                first = np.empty((pool.num_envs, *batch.obs.shape[1:]), batch.obs.dtype)
+            first[batch.env_id] = batch.obs
+            got += len(batch)
+        assert first is not None
+        return first
+
+    async def _act(self, obs: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        act = self._policy(obs)
+        if inspect.isawaitable(act):
+            act = await act
+        return np.asarray(act)
+
+    async def _recv_or_flush(self) -> aiopool.Batch:
+        """The next batch; when the rows in flight fill no batch, the short one they make."""
+        try:
+            return await self._pool.recv()
+        except aiopool.NothingInFlight:
+            if self._pool.flush() <= 0:
+                raise
+            return await self._pool.recv()
+
+
+def _was_reconstructed() -> bool:
+    import ray
+
+    with warnings.catch_warnings():  # Ray 2.60 warns from inside this property
+        warnings.simplefilter("ignore")
+        return bool(ray.get_runtime_context().was_current_actor_reconstructed)

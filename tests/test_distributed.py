@@ -1,0 +1,784 @@
+"""Pools on Ray actors (aiopool.distributed) against a real local Ray: seed-for-seed equality
+with a local pool, the pool contract through the driver, actor faults in raise and restart
+modes, and no Ray process left behind.
+
+One ``ray.init`` per module (2 CPUs on loopback, no token file, no usage stats, logs kept out
+of the test output); each actor asks for half a CPU, so two pools' actors fit while the
+previous pool's are still being torn down. The expensive tests run on one loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from helpers import Ledger
+
+import aiopool
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'aiopool[ray]')")
+
+from aiopool.distributed import ActorDied, RemotePool, make_remote  # noqa: E402
+
+RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # bind 127.0.0.1 only
+           "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}  # no token in ~/.ray
+ASYNCIO_ONLY = pytest.mark.asyncio(loop_factories=["asyncio"])
+HALF_CPU = {"num_cpus": 0.5, "num_threads": 1}
+
+
+@contextlib.contextmanager
+def _ray_env() -> Iterator[dict[str, str]]:
+    """Ray's settings, with a scratch dir of its own (short: Unix socket paths <= 107 bytes),
+    removed afterwards."""
+    tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")
+    try:
+        yield {**RAY_ENV, "RAY_TMPDIR": tmp}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return state[state.rindex(")") + 2] != "Z"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_cluster() -> Iterator[None]:
+    """One local Ray for the module (or the one a session fixture already started); after
+    ``ray.shutdown()`` none of the processes it started may be left."""
+    if ray.is_initialized():
+        yield
+        return
+    saved = dict(os.environ)
+    with _ray_env() as ray_env:
+        os.environ.update(ray_env)
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING",
+                 log_to_driver=False)
+        started = _descendants(os.getpid())
+        try:
+            yield
+        finally:
+            ray.shutdown()
+            os.environ.clear()
+            os.environ.update(saved)
+            left = _reap(started)
+    assert not left, f"Ray processes left after ray.shutdown(): {left}"
+
+
+def _reap(pids: set[int], within: float = 10.0) -> list[int]:
+    """Wait for ``pids`` to exit; SIGKILL (and return) those that do not."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    left = [p for p in pids if _alive(p)]
+    for p in left:  # never leave them behind, even when the check fails
+        os.kill(p, signal.SIGKILL)
+    return left
+
+
+def _run_watched(code: str, timeout: float = 120.0) -> tuple[set[int], str, str, int]:
+    """Run ``code`` in a fresh interpreter with its own Ray scratch dir (killed after
+    ``timeout``); returns every process it started (seen while it ran), its stdout, stderr
+    and exit code."""
+    with _ray_env() as ray_env:
+        proc = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, **ray_env},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        seen: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and time.monotonic() < deadline:
+            seen |= _descendants(proc.pid)
+            time.sleep(0.05)
+        if proc.poll() is None:
+            proc.kill()
+        out, err = proc.communicate()
+    return seen, out, err, proc.returncode
+
+
+def remote_counting(num_envs: int = 8, batch_size: int | None = None, num_threads: int = 2,
+                    **kw: Any) -> RemotePool:
+    """``helpers.counting`` on the Ray backend, for the shared contract tests: Counting-v0 on
+    two actors when each gets a whole number of batches (so ``step()`` works), else one; half
+    a CPU each, so a test's pool starts while the last one's actors are still going away.
+    Needs a running Ray (``ray_cluster`` here, or a session fixture)."""
+    b = num_envs if batch_size is None else batch_size
+    k = 2 if num_envs % 2 == 0 and (num_envs // 2) % b == 0 else 1
+    return make_remote("Counting-v0", num_envs=num_envs, batch_size=b, num_actors=k,
+                       num_cpus=0.5, num_threads=num_threads, **kw)
+
+
+def _counting(num_envs: int = 8, batch_size: int = 2, num_actors: int = 2,
+              **kw: Any) -> RemotePool:
+    return make_remote("Counting-v0", num_envs=num_envs, batch_size=batch_size,
+                       num_actors=num_actors, **{**HALF_CPU, **kw})
+
+
+def _wait_gone(pids: list[int], within: float = 10.0) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids), f"actor processes still alive: {pids}"
+
+
+# -- import and construction --------------------------------------------------------------
+
+
+def test_import_aiopool_does_not_import_ray() -> None:
+    code = "import sys, aiopool; assert 'ray' not in sys.modules, 'aiopool imported ray'"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+def test_env_split_spec_and_bad_arguments() -> None:
+    with _counting(num_envs=11, batch_size=2, num_actors=3, episode_length=7) as pool:
+        assert [list(pool.env_ids_of(j)) for j in range(3)] == [
+            [0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10]]
+        assert pool.num_envs == 11 and pool.batch_size == 2 and pool.num_actors == 3
+        assert pool.backend == "ray" and pool.spec.config["episode_length"] == 7
+        assert pool.single_observation_space.shape == (4,)
+        assert len(set(pool.actor_pids())) == 3
+        assert "RemotePool('Counting-v0'" in repr(pool) and "open" in repr(pool)
+    assert "closed" in repr(pool)
+    with pytest.raises(ValueError, match="batch_size is 5, expected 1 <= batch_size <= 4"):
+        _counting(num_envs=8, batch_size=5)
+    with pytest.raises(ValueError, match="max_task_retries must stay 0"):
+        _counting(actor_options={"max_task_retries": 1})
+    with pytest.raises(ValueError, match="unknown env id 'NoSuchEnv-v0'"):
+        make_remote("NoSuchEnv-v0", num_envs=2, **HALF_CPU)
+
+
+# -- seed for seed the same as a local pool ------------------------------------------------
+
+
+def _rows_by_env(batch: aiopool.Batch) -> dict[int, tuple[Any, ...]]:
+    fields = batch.fields()
+    return {int(e): tuple(np.array(f[k]) for f in fields if isinstance(f, np.ndarray))
+            for k, e in enumerate(batch.env_id)}
+
+
+@ASYNCIO_ONLY
+@pytest.mark.parametrize("env_id,steps", [("CartPole-v1", 120), ("Hopper-v5", 60)])
+async def test_step_equals_a_local_pool_seed_for_seed(env_id: str, steps: int) -> None:
+    n = 8
+    local = aiopool.make(env_id, num_envs=n, batch_size=n, seed=11, num_threads=1)
+    remote = make_remote(env_id, num_envs=n, batch_size=2, num_actors=2, seed=11, **HALF_CPU)
+    with local, remote:
+        assert remote.spec == local.spec
+        local.async_reset()
+        remote.async_reset()
+        first_local = await local.recv(timeout=30)
+        got = [await remote.recv(timeout=30) for _ in range(n // 2)]
+        assert _same(aiopool.Batch.sorted_concat(got), first_local)
+        rng = np.random.default_rng(0)
+        space = local.single_action_space
+        ended = 0
+        for t in range(steps):
+            if isinstance(space, gym.spaces.Discrete):
+                actions = rng.integers(0, space.n, size=n)
+            else:
+                actions = rng.uniform(-1, 1, size=(n, *space.shape)).astype(space.dtype)
+            if t == steps // 2:  # re-seed half the envs mid-run, with a list and an int
+                ids = [1, 2, 5, 6]
+                local.async_reset(seed=[100, None, 102, 7], env_ids=ids)
+                remote.async_reset(seed=[100, None, 102, 7], env_ids=ids)
+                assert _same(await _collect(remote, 4, 2), await local_recv_short(local, ids))
+                local.async_reset(seed=50)
+                remote.async_reset(seed=50)
+                assert _same(await _collect(remote, n, 2), await local.recv(timeout=30))
+            a, b = await remote.step(actions), await local.step(actions)
+            assert _same(a, b), f"step {t} differs"
+            ended += int((a.terminated | a.truncated).sum())
+        assert ended > 0, "no episode ended: autoreset went untested"
+
+
+async def _collect(pool: RemotePool, rows: int, batch_size: int) -> aiopool.Batch:
+    return aiopool.Batch.sorted_concat([await pool.recv(timeout=30)
+                                        for _ in range(rows // batch_size)])
+
+
+async def local_recv_short(pool: aiopool.Pool, ids: list[int]) -> aiopool.Batch:
+    assert pool.flush(timeout=30) == len(ids)
+    return aiopool.Batch.sorted_concat([await pool.recv(timeout=30)])
+
+
+def _same(a: aiopool.Batch, b: aiopool.Batch) -> bool:
+    fa, fb = a.fields(), b.fields()
+    assert len(fa) == len(fb)
+    for x, y in zip(fa, fb, strict=True):
+        np.testing.assert_array_equal(x, y)
+    return True
+
+
+@ASYNCIO_ONLY
+async def test_stream_trajectories_per_env_equal_a_local_pool() -> None:
+    """Through stream()/batch.send in arrival order, each env's trajectory is the local one:
+    env i's k-th action is a function of (i, k) only."""
+    n, horizon = 12, 40
+    plan = np.random.default_rng(3).integers(0, 2, size=(n, horizon + 1))
+    with aiopool.make("CartPole-v1", num_envs=n, seed=5, num_threads=1) as local:
+        local.async_reset()
+        want = [await local.recv(timeout=30)]
+        for k in range(horizon):
+            want.append(await local.step(plan[:, k]))
+    expected = {i: [np.array(b.obs[i]) for b in want] for i in range(n)}
+    got: dict[int, list[np.ndarray]] = {i: [] for i in range(n)}
+    with make_remote("CartPole-v1", num_envs=n, batch_size=3, num_actors=2, seed=5,
+                     **HALF_CPU) as pool:
+        pool.async_reset()
+        while any(len(v) <= horizon for v in got.values()):
+            try:
+                batch = await pool.recv(timeout=30)
+            except aiopool.NothingInFlight:  # envs done at different times: short batches
+                assert pool.flush(timeout=30) > 0
+                continue
+            ids = batch.env_id.tolist()
+            for row, i in enumerate(ids):
+                got[i].append(np.array(batch.obs[row]))
+            more = [i for i in ids if len(got[i]) <= horizon]
+            if more:
+                pool.send(plan[more, [len(got[i]) - 1 for i in more]], more)
+    for i in range(n):
+        np.testing.assert_array_equal(np.array(got[i]), np.array(expected[i]))
+
+
+# -- the pool contract through the driver --------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_batches_are_read_only_batch_objects_with_global_ids() -> None:
+    with _counting(num_envs=8, batch_size=4, num_actors=2, seed=5) as pool:
+        pool.async_reset()
+        first = [await pool.recv(timeout=30) for _ in range(2)]
+        for b in first:
+            assert isinstance(b, aiopool.Batch) and len(b) == 4
+            assert set(b.info) == {"elapsed_step", "episode_return", "episode_length", "draw",
+                                   "events_parity"}
+            for arr in (b.obs, b.reward, b.env_id, b.info["draw"]):
+                assert not arr.flags.writeable
+            order = np.argsort(b.env_id)
+            assert b.info["draw"][order].tolist() == [
+                np.random.default_rng(5 + int(i)).random() for i in np.sort(b.env_id)]
+        assert sorted(np.concatenate([b.env_id for b in first]).tolist()) == list(range(8))
+        for b in first:
+            b.send(b.env_id.astype(np.int64) * 10)  # routed to the actor holding these envs
+        stepped = [await pool.recv(timeout=30) for _ in range(2)]
+        for b in stepped:
+            assert b.reward.tolist() == (b.env_id * 10.0).tolist()
+        # One send spanning both actors, in any order.
+        pool.send(np.array([7, 3, 1, 0, 2, 4, 5, 6]), [7, 3, 1, 0, 2, 4, 5, 6])
+        mixed = aiopool.Batch.sorted_concat([await pool.recv(timeout=30) for _ in range(2)])
+        assert mixed.reward.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+
+
+@pytest.mark.asyncio
+async def test_bad_input_is_refused_on_the_driver_and_the_pool_stays_usable() -> None:
+    with _counting(num_envs=4, batch_size=2, num_actors=2, num_actions=5) as pool:
+        with pytest.raises(ValueError, match="env 0 has not been reset yet"):
+            pool.send(np.zeros(4, np.int64))
+        pool.async_reset()
+        with pytest.raises(ValueError, match="env 0 still has an action in flight"):
+            pool.send(np.zeros(4, np.int64))
+        with pytest.raises(ValueError, match="async_reset: env 1 still has an action"):
+            pool.async_reset(env_ids=[1])
+        b = await pool.recv(timeout=30)
+        with pytest.raises(ValueError, match=r"actions has shape \(3,\), expected \(2,\)"):
+            b.send(np.zeros(3, np.int64))
+        with pytest.raises(ValueError, match="expected integers"):
+            b.send(np.zeros(2))
+        with pytest.raises(ValueError, match=r"actions\[1\] is 5, expected 0 <= action < 5"):
+            b.send(np.array([0, 5]))
+        with pytest.raises(ValueError, match="env_ids contains 4"):
+            pool.send([0], [4])
+        with pytest.raises(ValueError, match="names env 2 twice"):
+            pool.send([0, 0], [2, 2])
+        b.send(np.array([1, 2]))
+        got = {tuple(x.env_id.tolist()): x for x in [await pool.recv(timeout=30)
+                                                     for _ in range(2)]}  # in any order
+        assert got[tuple(b.env_id.tolist())].reward.tolist() == [1.0, 2.0]
+
+
+@pytest.mark.asyncio
+async def test_recv_timeout_try_recv_and_nothing_in_flight() -> None:
+    with _counting(num_envs=4, batch_size=2, num_actors=2, step_ns=1_000_000_000) as pool:
+        with pytest.raises(aiopool.NothingInFlight, match="would wait forever"):
+            await pool.recv()
+        assert pool.try_recv() is None
+        pool.async_reset(env_ids=[0])  # one row of a batch of two: never a batch
+        with pytest.raises(aiopool.NothingInFlight):
+            await pool.recv()
+        pool.async_reset(env_ids=[1, 2, 3])
+        got = [await pool.recv(timeout=30) for _ in range(2)]
+        assert pool.try_recv() is None
+        for b in got:
+            b.send(np.zeros(2, np.int64))
+        start = time.monotonic()
+        with pytest.raises(TimeoutError):
+            await pool.recv(timeout=0.02)
+        assert time.monotonic() - start < 0.5  # not the 1 s step
+        assert len(await pool.recv(timeout=30)) == 2
+        while (b := pool.try_recv()) is None:
+            await asyncio.sleep(0.005)
+        assert len(b) == 2
+        with pytest.raises(ValueError, match="nan"):
+            await pool.recv(timeout=float("nan"))
+
+
+@pytest.mark.asyncio
+async def test_cancelled_recv_loses_nothing_and_consumers_share_exactly_once() -> None:
+    with _counting(num_envs=8, batch_size=2, num_actors=2, jitter_ns=200_000) as pool:
+        ledger = Ledger(8)
+        pool.async_reset()
+        cancelled = 0
+        while ledger.rows < 200:  # recvs cancelled at random points, by timeouts
+            try:
+                batch = await pool.recv(timeout=0.0005 * (1 + ledger.rows % 3))
+            except TimeoutError:
+                cancelled += 1
+                continue
+            ledger.record(batch)
+            batch.send(np.ones(len(batch), np.int64))
+
+        async def consume() -> None:
+            while ledger.rows < 800:
+                b = await pool.recv(timeout=30)
+                ledger.record(b)
+                await asyncio.sleep(0)
+                b.send(np.ones(len(b), np.int64))
+
+        await asyncio.wait_for(asyncio.gather(*(consume() for _ in range(3))), 60)
+        assert ledger.rows >= 800
+
+
+@pytest.mark.asyncio
+async def test_backpressure_holds_at_most_one_batch_per_lane() -> None:
+    """A consumer that stops asking: the actors run ahead by at most the rows sent, and the
+    driver holds at most num_envs // batch_size batches."""
+    with _counting(num_envs=8, batch_size=2, num_actors=2) as pool:
+        pool.async_reset()
+        for _ in range(4):
+            b = await pool.recv(timeout=30)
+            b.send(np.ones(2, np.int64))
+        await asyncio.sleep(0.5)
+        assert pool.try_recv() is not None  # arrived while we slept ...
+        held = 1
+        while pool.try_recv() is not None:
+            held += 1
+        assert held == 4  # ... and nothing beyond what was sent: 8 envs / 2 per batch
+
+
+@pytest.mark.asyncio
+async def test_step_sorted_by_env_id_and_cancelled_step_gives_back() -> None:
+    with _counting(num_envs=8, batch_size=2, num_actors=2, step_ns=20_000_000) as pool:
+        with pytest.raises(ValueError, match="needs every env idle"):
+            pool.async_reset()
+            await pool.step(np.zeros(8, np.int64))
+        for _ in range(4):
+            await pool.recv(timeout=30)
+        batch = await pool.step(np.arange(8))
+        assert batch.env_id.tolist() == list(range(8))
+        assert batch.reward.tolist() == [float(i) for i in range(8)]
+        ledger = Ledger(8)
+        ledger.last[:] = batch.obs[:, 0]
+        task = asyncio.create_task(pool.step(np.zeros(8, np.int64)))
+        await asyncio.sleep(0.03)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        rows = 0
+        while rows < 8:  # what the cancelled step sent still arrives, exactly once
+            b = await pool.recv(timeout=30)
+            ledger.record(b)
+            rows += len(b)
+        with pytest.raises(ValueError, match="divisible by batch_size"):
+            with _counting(num_envs=6, batch_size=2, num_actors=2) as odd:
+                await odd.step(np.zeros(6, np.int64))
+
+
+@pytest.mark.asyncio
+async def test_flush_hands_out_short_batches() -> None:
+    with _counting(num_envs=8, batch_size=4, num_actors=2, step_ns=30_000_000) as pool:
+        pool.async_reset()
+        for _ in range(2):
+            (await pool.recv(timeout=30)).send(np.ones(4, np.int64))
+        for _ in range(2):
+            await pool.recv(timeout=30)
+        assert pool.flush(timeout=5) == 0
+        pool.send(np.array([7, 8, 9]), [0, 1, 5])
+        assert pool.flush(timeout=30) == 3
+        short = aiopool.Batch.sorted_concat([await pool.recv(timeout=30) for _ in range(2)])
+        assert short.env_id.tolist() == [0, 1, 5] and short.reward.tolist() == [7.0, 8.0, 9.0]
+        with pytest.raises(aiopool.NothingInFlight):
+            await pool.recv(timeout=5)
+        pool.send(np.ones(8, np.int64))
+        assert [len(await pool.recv(timeout=30)) for _ in range(2)] == [4, 4]
+
+
+@pytest.mark.asyncio
+async def test_recv_blocking_from_sync_code() -> None:
+    with _counting(num_envs=4, batch_size=2, num_actors=2) as pool:
+        pool.async_reset()
+        got = [pool.recv_blocking(timeout=30) for _ in range(2)]
+        assert sorted(np.concatenate([b.env_id for b in got]).tolist()) == [0, 1, 2, 3]
+        with pytest.raises(aiopool.NothingInFlight):
+            pool.recv_blocking()
+        got[0].send(np.ones(2, np.int64))
+        with pytest.raises(TimeoutError):
+            pool.recv_blocking(timeout=0.0)
+        assert len(pool.recv_blocking(timeout=30)) == 2
+
+
+@pytest.mark.asyncio
+async def test_close_fails_waiters_ends_stream_and_kills_the_actors() -> None:
+    pool = _counting(num_envs=4, batch_size=2, num_actors=2, step_ns=300_000_000)
+    pids = pool.actor_pids()
+    pool.async_reset()
+    for _ in range(2):
+        (await pool.recv(timeout=30)).send(np.zeros(2, np.int64))
+    assert pool.rows_in_flight == 4
+    task = asyncio.create_task(pool.recv())
+    while pool.num_waiting == 0:
+        await asyncio.sleep(0)
+    pool.close()
+    with pytest.raises(aiopool.PoolClosed):
+        await task
+    pool.close()
+    await pool.aclose()
+    for call in (pool.try_recv, lambda: pool.send(np.zeros(4, np.int64)), pool.async_reset):
+        with pytest.raises(aiopool.PoolClosed):
+            call()
+    with pytest.raises(aiopool.PoolClosed):
+        await pool.recv()
+    _wait_gone(pids)
+
+    async with _counting(num_envs=4, batch_size=2) as pool:
+        n = 0
+        async for batch in pool.stream():
+            n += 1
+            batch.send(np.zeros(2, np.int64))
+            if n == 20:
+                await pool.aclose()
+        assert n == 20
+
+
+def test_a_pool_dropped_without_close_kills_its_actors() -> None:
+    import gc
+
+    pool = _counting(num_envs=2, batch_size=1)
+    pids = pool.actor_pids()
+    del pool
+    gc.collect()
+    _wait_gone(pids)
+
+
+# -- faults ---------------------------------------------------------------------------------
+
+
+@ASYNCIO_ONLY
+async def test_killed_actor_raises_actor_died_naming_the_lost_envs() -> None:
+    with _counting(num_envs=8, batch_size=2, num_actors=2, step_ns=1_000_000) as pool:
+        victim, survivor = pool.actor_pids()
+        pool.async_reset()
+        ledger = Ledger(8)
+        for _ in range(40):
+            b = await pool.recv(timeout=30)
+            ledger.record(b)
+            b.send(np.ones(2, np.int64))
+        os.kill(victim, signal.SIGKILL)
+        killed = time.monotonic()
+        with pytest.raises(ActorDied) as info:
+            while True:  # batches that arrived before the kill still come first
+                b = await pool.recv(timeout=5)
+                ledger.record(b)
+                b.send(np.ones(2, np.int64))
+        waited = time.monotonic() - killed
+        assert waited < 1.0, f"the kill was reported after {waited:.2f} s"
+        err = info.value
+        assert isinstance(err, aiopool.WorkerDied) and err.actor == 0
+        assert err.env_ids == [0, 1, 2, 3] and err.lost and set(err.lost) <= {0, 1, 2, 3}
+        assert "pool actor 0 died" in str(err) and str(err.lost) in str(err)
+        for i in err.lost:
+            with pytest.raises(ValueError, match=f"env {i} was lost with its actor"):
+                pool.send([1], [i])
+        # The other actor's envs go on, exactly once each.
+        rows = 0
+        while rows < 100:
+            try:
+                b = await pool.recv(timeout=5)
+            except aiopool.NothingInFlight:  # the dead actor's envs still held by us
+                break
+            ledger.record(b)
+            rows += len(b)
+            if b.env_id.min() >= 4:
+                b.send(np.ones(2, np.int64))
+        assert rows >= 100
+        assert _alive(survivor)
+
+
+@ASYNCIO_ONLY
+async def test_a_recv_parked_on_a_dying_actor_does_not_hang() -> None:
+    with _counting(num_envs=4, batch_size=2, num_actors=1, step_ns=2_000_000_000) as pool:
+        (pid,) = pool.actor_pids()
+        pool.async_reset()
+        for _ in range(2):
+            (await pool.recv(timeout=30)).send(np.zeros(2, np.int64))  # 2 s steps
+        waiters = [asyncio.create_task(pool.recv()) for _ in range(2)]
+        await asyncio.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
+        done, _ = await asyncio.wait(waiters, timeout=1.0)
+        assert len(done) == 2, "a receiver still waits for the dead actor"
+        errors = sorted(type(t.exception()).__name__ for t in waiters)
+        assert errors == ["ActorDied", "NothingInFlight"]
+
+
+@ASYNCIO_ONLY
+async def test_restart_resumes_with_fresh_episodes_and_nothing_twice() -> None:
+    with _counting(num_envs=8, batch_size=2, num_actors=2, seed=5, restart=True,
+                   step_ns=1_000_000) as pool:
+        victim, _ = pool.actor_pids()
+        pool.async_reset()
+        ledger = Ledger(8)
+        for _ in range(40):
+            b = await pool.recv(timeout=30)
+            ledger.record(b)
+            b.send(np.ones(2, np.int64))
+        os.kill(victim, signal.SIGKILL)
+        killed = time.monotonic()
+        first_after: dict[int, float] = {}
+        fresh_draws: dict[int, float] = {}
+        while len(first_after) < 4 or ledger.rows < 600:
+            b = await pool.recv(timeout=10)
+            new_life = (b.env_id < 4) & (b.obs[:, 0] == 1)  # event 1 after the kill: a reset
+            for k in np.flatnonzero(new_life):
+                i = int(b.env_id[k])
+                first_after.setdefault(i, time.monotonic() - killed)
+                fresh_draws[i] = float(b.info["draw"][k])
+                ledger.last[i] = 0  # the restarted envs count from scratch
+            assert (b.info["elapsed_step"][new_life] == 0).all()
+            assert (b.obs[new_life, 1] == 0).all()  # episode 0 of the new life
+            ledger.record(b)  # each row once, in order per env (after a restart too)
+            b.send(np.ones(2, np.int64))
+        assert sorted(first_after) == [0, 1, 2, 3]
+        resumed = max(first_after.values())
+        assert resumed < 5.0, f"the stream resumed {resumed:.2f} s after the kill"
+        assert pool.restarts == [1, 0]
+        assert pool.actor_pids()[0] != victim
+        # A restarted actor's envs start from fresh entropy: seed + i would replay episodes.
+        assert all(fresh_draws[i] != np.random.default_rng(5 + i).random() for i in range(4))
+
+
+# -- a node removed (its own two-node cluster, in a subprocess: one Ray per process) ---------
+
+
+def test_a_removed_node_raises_actor_died_and_the_other_node_goes_on() -> None:
+    code = """
+import asyncio, time
+import numpy as np, ray
+from ray.cluster_utils import Cluster
+from aiopool.distributed import ActorDied, make_remote
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+worker = cluster.add_node(num_cpus=1)
+ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
+async def main():
+    pool = make_remote("Counting-v0", num_envs=8, batch_size=2, num_actors=2, num_cpus=1,
+                       placement_strategy="STRICT_SPREAD", step_ns=1_000_000)
+    nodes = [ray.get(h.__ray_call__.remote(lambda s: ray.get_runtime_context().get_node_id()))
+             for h in pool.actors]
+    assert len(set(nodes)) == 2, nodes
+    victim = nodes.index(worker.node_id)
+    n = 0
+    async for b in pool.stream():
+        b.send(np.ones(2, np.int64)); n += 1
+        if n == 50:
+            break
+    removed = time.monotonic()
+    cluster.remove_node(worker)
+    try:
+        while True:
+            b = await pool.recv(timeout=30)
+            b.send(np.ones(2, np.int64))
+    except ActorDied as e:
+        took = time.monotonic() - removed
+        assert e.actor == victim and e.env_ids == list(pool.env_ids_of(victim)), e
+    rows = 0
+    while rows < 100:
+        b = await pool.recv(timeout=30)
+        assert b.env_id[0] not in pool.env_ids_of(victim)
+        rows += len(b)
+        b.send(np.ones(2, np.int64))
+    pool.close()
+    print(f"reported after {took:.3f} s")
+asyncio.run(main())
+ray.shutdown()
+cluster.shutdown()
+"""
+    seen, out, err, returncode = _run_watched(code)
+    _reap(seen)  # the two nodes' processes, whatever happened
+    assert returncode == 0, err[-3000:]
+    took = float(out.split("reported after ")[1].split()[0])
+    assert took < 5.0, f"node loss reported after {took} s"
+
+
+# -- no Ray process left behind ------------------------------------------------------------
+
+
+def test_no_ray_process_left_after_close_and_shutdown() -> None:
+    code = """
+import asyncio, os, sys, time
+import numpy as np, ray
+from aiopool.distributed import make_remote
+ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+async def main():
+    async with make_remote("Counting-v0", num_envs=4, batch_size=2, num_actors=2,
+                           num_cpus=0.5) as pool:
+        n = 0
+        async for b in pool.stream():
+            b.send(np.zeros(2, np.int64)); n += 1
+            if n == 50:
+                break
+asyncio.run(main())
+ray.shutdown()
+print("done")
+"""
+    seen, out, err, returncode = _run_watched(code)
+    left = _reap(seen)
+    assert returncode == 0 and "done" in out, err[-3000:]
+    assert len(seen) >= 4, f"expected gcs_server, raylet and workers, saw {seen}"
+    assert not left, f"processes left behind: {left}"
+
+
+# -- rollout mode ---------------------------------------------------------------------------
+
+
+class LinearPolicy:
+    """A row-wise policy (each env's action depends on its own obs only), picklable by value:
+    ``register_pickle_by_value`` below, since Ray's workers cannot import this test module."""
+
+    def __init__(self, w: list[float], n: int = 2) -> None:
+        self.w, self.n = np.asarray(w, dtype=np.float64), n
+
+    def set_weights(self, w: Any) -> None:
+        self.w = np.asarray(w, dtype=np.float64)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return ((obs.astype(np.float64) @ self.w).astype(np.int64) % self.n).astype(np.int64)
+
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@ASYNCIO_ONLY
+async def test_rollout_fragments_are_each_envs_own_steps_in_order() -> None:
+    horizon = 16
+    with _counting(num_envs=8, batch_size=2, num_actors=2, episode_length=5,
+                   jitter_ns=100_000) as pool:
+        policy = LinearPolicy([1.0, 0.0, 0.0, 0.0], n=7)  # action = events % 7
+        last: dict[int, np.ndarray] = {}
+        versions = []
+        count = 0
+        async for f in pool.rollouts(policy, horizon=horizon):
+            count += 1
+            assert f.obs.shape == (horizon, 4, 4) and f.actions.shape == (horizon, 4)
+            assert f.reward.shape == f.terminated.shape == f.info["elapsed_step"].shape
+            assert f.env_id.tolist() == list(pool.env_ids_of(f.actor))
+            assert not f.obs.flags.writeable and not f.reward.flags.writeable
+            events = f.obs[:, :, 0]
+            scale = 1 + f.policy_version  # version 1: the weights pushed below
+            np.testing.assert_array_equal(f.actions, scale * events % 7)  # row by row
+            np.testing.assert_array_equal(np.diff(events, axis=0), 1)  # each env's own order
+            np.testing.assert_array_equal(f.next_obs[:, 0], events[-1] + 1)
+            reset = f.info["elapsed_step"] == 0  # next_step autoreset: the action is ignored
+            np.testing.assert_array_equal(f.reward[~reset], f.actions[~reset])
+            assert (f.reward[reset] == 0).all() and reset.any()
+            if f.actor in last:  # the next fragment starts where the last one ended
+                np.testing.assert_array_equal(f.obs[0], last[f.actor])
+            last[f.actor] = f.next_obs
+            versions.append(f.policy_version)
+            if count == 4:
+                assert pool.set_weights([2.0, 0.0, 0.0, 0.0]) == 1  # action = 2 * events % 7
+            if count == 12:
+                break
+        assert versions[:4] == [0] * 4 and versions[-1] == 1
+        with pytest.raises(ValueError, match="rollout mode"):
+            pool.send(np.zeros(8, np.int64))
+
+
+@ASYNCIO_ONLY
+@pytest.mark.parametrize("batch_size", [2, 4])  # a stream of batches; lockstep (B = n/actor)
+async def test_rollouts_equal_a_local_pool_stepped_with_the_same_policy(batch_size: int) -> None:
+    n, horizon = 8, 40
+    policy = LinearPolicy([0.0, 0.0, 1.0, 1.0])  # push the pole back: long episodes
+    with aiopool.make("CartPole-v1", num_envs=n, seed=9, num_threads=1) as local:
+        local.async_reset()
+        obs = np.array((await local.recv(timeout=30)).obs)
+        want_obs, want_rew = [], []
+        for _ in range(2 * horizon):
+            want_obs.append(obs)
+            b = await local.step(policy(obs))
+            want_rew.append(np.array(b.reward))
+            obs = np.array(b.obs)
+    frags: dict[int, list[Any]] = {0: [], 1: []}
+    with make_remote("CartPole-v1", num_envs=n, batch_size=batch_size, num_actors=2, seed=9,
+                     **HALF_CPU) as pool:
+        async for f in pool.rollouts(policy, horizon=horizon):
+            frags[f.actor].append(f)
+            if all(len(v) >= 2 for v in frags.values()):
+                break
+    for j, cols in ((0, slice(0, 4)), (1, slice(4, 8))):
+        got_obs = np.concatenate([f.obs for f in frags[j][:2]])
+        got_rew = np.concatenate([f.reward for f in frags[j][:2]])
+        np.testing.assert_array_equal(got_obs, np.array(want_obs)[:, cols])
+        np.testing.assert_array_equal(got_rew, np.array(want_rew)[:, cols])
+
+
+# -- the example --------------------------------------------------------------------------------
+
+
+@ASYNCIO_ONLY
+async def test_the_cem_example_runs_its_loop_on_a_remote_pool() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    try:
+        import distributed_cem
+    finally:
+        sys.path.pop(0)
+    args = distributed_cem.Args(num_envs=16, batch_size=4, generation=16, max_generations=2)
+    with make_remote("CartPole-v1", num_envs=16, batch_size=4, num_actors=2,
+                     **HALF_CPU) as pool:
+        result = await distributed_cem.train(args, pool)
+    assert result["generations"] == 2 and result["env_steps"] > 0
