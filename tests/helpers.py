@@ -20,6 +20,15 @@ _NATIVE_ONLY = ("chunk",)
 
 def counting(num_envs: int = 8, batch_size: int | None = None, num_threads: int = 2,
              **kw: Any) -> aiopool.Pool:
+    if BACKEND == "ray":  # the remote pool of aiopool.distributed (a running Ray needed)
+        from aiopool.distributed import make_remote
+
+        b = num_envs if batch_size is None else batch_size
+        # two actors when each gets whole batches (so step() works), else one; half a CPU each
+        k = 2 if num_envs % 2 == 0 and (num_envs // 2) % b == 0 else 1
+        kw.pop("chunk", None)
+        return make_remote("Counting-v0", num_envs=num_envs, batch_size=b,  # type: ignore[return-value]
+                           num_actors=k, num_cpus=0.5, num_threads=num_threads, **kw)
     if BACKEND == "processes":
         pool_kw = {k: kw.pop(k) for k in ("seed", "autoreset", "recv_spin_us", "worker_spin_us",
                                           "max_episode_steps") if k in kw}
@@ -31,6 +40,25 @@ def counting(num_envs: int = 8, batch_size: int | None = None, num_threads: int 
                             num_workers=num_threads, info_keys=CountingEnv.INFO, **pool_kw)
     return aiopool.make("Counting-v0", num_envs=num_envs, batch_size=batch_size,
                         num_threads=num_threads, **kw)
+
+
+def num_waiting(pool: Any) -> int:
+    """Receivers parked in ``recv`` (a remote pool counts its own)."""
+    return int(pool.num_waiting if BACKEND == "ray" else pool._doorbell.num_waiting)
+
+
+def rows_in_flight(pool: Any) -> int:
+    """Env steps sent whose rows the consumer has not taken yet."""
+    return int(pool.rows_in_flight if BACKEND == "ray" else pool._native.rows_in_flight)
+
+
+def needs_local_doorbell() -> None:
+    """Skip on the Ray backend: the test drives the local doorbell's internals."""
+    import pytest
+
+    if BACKEND == "ray":
+        pytest.skip("drives the local pool's doorbell internals; the remote pool has its own "
+                    "(tests/test_distributed.py covers its cancellation)")
 
 
 class CountingEnv(gym.Env[np.ndarray, int]):

@@ -103,7 +103,7 @@ async def test_step_returns_rows_ordered_by_env_id() -> None:
 def test_repr() -> None:
     with counting(num_envs=2) as pool:
         assert pool.spec.id in repr(pool) and "open" in repr(pool)
-        assert pool.spec.id == ("Counting-v0" if pool.backend == "threads" else "CountingEnv")
+        assert pool.spec.id == ("CountingEnv" if pool.backend == "processes" else "Counting-v0")
     assert "closed" in repr(pool)
 
 

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers import Ledger, counting
+from helpers import Ledger, counting, needs_local_doorbell, rows_in_flight
 
 # The pool contract: each test runs on native threads and on worker processes.
 pytestmark = pytest.mark.usefixtures("backend")
@@ -31,6 +31,7 @@ async def test_cancel_while_waiting_then_receive() -> None:
 
 @pytest.mark.asyncio
 async def test_cancel_after_the_batch_was_handed_over() -> None:
+    needs_local_doorbell()
     # The future already holds a batch when the cancel lands: it must be pushed back.
     with counting(num_envs=4, batch_size=2, step_ns=50_000_000, recv_spin_us=0) as pool:
         ledger = Ledger(4)
@@ -79,7 +80,7 @@ async def test_cancelled_step_pushes_back_what_it_received() -> None:
         ledger.record(await pool.recv())
         ledger.record(await pool.recv())
         task = asyncio.create_task(pool.step(np.zeros(4, dtype=np.int64)))
-        while pool._native.rows_in_flight != 2:  # step() sent 4 and took its first batch of 2
+        while rows_in_flight(pool) != 2:  # step() sent 4 and took its first batch of 2
             await asyncio.sleep(0.0002)
         assert not task.done()
         task.cancel()
@@ -92,6 +93,7 @@ async def test_cancelled_step_pushes_back_what_it_received() -> None:
 
 @pytest.mark.asyncio
 async def test_a_batch_given_back_by_a_cancelled_receiver_goes_to_the_next_waiter() -> None:
+    needs_local_doorbell()
     # A and B wait; the batch handed to A comes back when A is cancelled before it resumes.
     # B must get it at once, not wait for the next block (100 ms later here).
     with counting(num_envs=8, batch_size=4, num_threads=1, step_ns=100_000_000,

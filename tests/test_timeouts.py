@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers import counting
+from helpers import counting, num_waiting
 
 import aiopool
 
@@ -50,7 +50,7 @@ async def test_a_second_receiver_without_enough_in_flight_raises() -> None:
         await pool.recv()
         pool.send(np.zeros(2, dtype=np.int64))
         first = asyncio.create_task(pool.recv())
-        while pool._doorbell.num_waiting == 0:
+        while num_waiting(pool) == 0:
             await asyncio.sleep(0)
         with pytest.raises(aiopool.NothingInFlight, match="1 other receivers waiting"):
             await pool.recv()
