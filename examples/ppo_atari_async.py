@@ -1,0 +1,565 @@
+"""PPO for Atari as an asyncio actor-learner over aiopool, CleanRL style.
+
+    python examples/ppo_atari_async.py --env-id Breakout-v5               # overlapped (default)
+    python examples/ppo_atari_async.py --env-id Breakout-v5 --strict      # CleanRL's serial loop
+
+This is CleanRL's ``ppo_atari_envpool.py`` with its hyper-parameters (8 envs x 128 steps per
+rollout, Nature CNN on 4 stacked 84x84 grayscale frames, 4 epochs x 4 minibatches, Adam at
+2.5e-4 annealed to 0, clip 0.1, entropy 0.01, GAE with gamma 0.99 and lambda 0.95) and EnvPool's
+environment semantics, which that script relies on:
+
+- episodic life: a lost life ends the training episode (``terminated``, so GAE does not
+  bootstrap across it) but not the game. The pool is made with ``life_loss_info=True`` and
+  ``soft_reset_on_life_loss=True``: the step after a lost life restarts play as EnvPool's does
+  (FIRE and no-ops, the action ignored, reward 0);
+- rewards clipped to -1, 0, 1 (``reward_clipping``); next-step autoreset, as EnvPool's, whose
+  reset steps CleanRL trains on like any other transition (so does this script);
+- logging by game score: an episode's return is logged when the game ends (no lives left, or
+  the frame limit), and it is the game's unclipped score, ``info["episode_score"]``, as
+  CleanRL's ``RecordEpisodeStatistics`` sums EnvPool's unclipped ``info["reward"]``.
+
+Acting: two consumers iterate ``pool.stream()`` (batches of 4 of the 8 envs) and get their
+actions from one ``aiopool.inference.DynamicBatcher``, whose forward runs in a thread (torch
+releases the GIL in the convolutions): while one half's forward runs, the C++ workers step the
+other half and the loop records its results; calls that arrive in the same loop turn share a
+forward. Learning: the PPO epochs run in a learner process while the actor fills the next
+rollout with its snapshot of the weights; the acting policy lags the learner by at most one
+update, and the learner uses the decoupled PPO objective (Hilton et al., NeurIPS 2022), as in
+``ppo_continuous_async.py`` (see there). ``--strict`` is CleanRL's serial loop: one consumer,
+all 8 envs per batch in env order, the update in this process between rollouts, CleanRL's
+update op for op; its weights, losses and game scores equal those of CleanRL's loop over
+EnvPool's interface on the same envs, bit for bit (``tests/test_ppo_mujoco_atari_examples.py``).
+
+Threads: inference runs on 1 torch thread, set in the batcher's thread (OpenMP keeps the
+count per thread: a forward in a new thread would use every core whatever the main thread
+set). The learner runs on 1 thread when overlapped: the actor and the envs keep the other core
+busy, and a 2-thread learner whose second thread waits for a busy core took 2-4x longer per
+update here than a 1-thread one. With ``--strict`` the learner runs alone and gets every core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import multiprocessing
+import os
+import random
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions.categorical import Categorical
+
+import aiopool
+from aiopool.inference import DynamicBatcher
+
+
+@dataclass
+class Args:
+    env_id: str = "Breakout-v5"
+    seed: int = 1
+    total_timesteps: int = 10_000_000
+    learning_rate: float = 2.5e-4
+    num_envs: int = 8
+    num_steps: int = 128
+    """steps per env per rollout"""
+    anneal_lr: bool = True
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    num_minibatches: int = 4
+    update_epochs: int = 4
+    norm_adv: bool = True
+    clip_coef: float = 0.1
+    clip_vloss: bool = True
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    target_kl: float = 0.0
+    """stop an update's epochs once approx_kl exceeds this (0: never, CleanRL's None)"""
+    strict: bool = False
+    """serial PPO, CleanRL's loop (default: actor and learner overlapped)"""
+    num_threads: int = 0
+    """aiopool worker threads (0: its default, one less than the cores)"""
+    actor_threads: int = 1
+    learner_threads: int = 0
+    """0: 1 when overlapped (the actor and the envs have the other core), every core with
+    --strict (the learner runs alone)"""
+    print_every: float = 10.0
+    """seconds between progress lines (0: none)"""
+
+
+def parse_args(argv: list[str] | None = None) -> Args:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    for f in fields(Args):
+        default = getattr(Args, f.name)
+        flag = f"--{f.name.replace('_', '-')}"
+        if isinstance(default, bool):
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
+        else:
+            p.add_argument(flag, type=type(default), default=default)
+    return Args(**vars(p.parse_args(argv)))
+
+
+def layer_init(layer: nn.Module, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Module:
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    """CleanRL's Nature CNN with policy and value heads, parameters in CleanRL's order."""
+
+    def __init__(self, num_actions: int) -> None:
+        super().__init__()
+        self.network = nn.Sequential(
+            layer_init(nn.Conv2d(4, 32, 8, stride=4)), nn.ReLU(),
+            layer_init(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
+            layer_init(nn.Conv2d(64, 64, 3, stride=1)), nn.ReLU(),
+            nn.Flatten(),
+            layer_init(nn.Linear(64 * 7 * 7, 512)), nn.ReLU(),
+        )
+        self.actor = layer_init(nn.Linear(512, num_actions), std=0.01)
+        self.critic = layer_init(nn.Linear(512, 1), std=1)
+
+    def get_value(self, x: torch.Tensor) -> torch.Tensor:
+        return self.critic(self.network(x / 255.0))
+
+    def get_action_and_value(self, x: torch.Tensor, action: torch.Tensor | None = None
+                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        hidden = self.network(x / 255.0)
+        logits = self.actor(hidden)
+        probs = Categorical(logits=logits)
+        if action is None:
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
+
+
+@dataclass
+class Rollout:
+    """CleanRL's storage, ``[num_steps, num_envs]``; env i fills column i in its own time.
+
+    ``obs`` stays uint8 (the learner makes float32 minibatches of it: the same numbers as
+    CleanRL's float32 storage, a quarter of the bytes to the learner process). ``dones[t, i]``
+    is 1 where ``obs[t, i]`` follows the end of an episode; ``next_obs`` / ``next_done`` are
+    each env's observation after its last step, for the bootstrap value.
+    """
+
+    obs: np.ndarray
+    actions: np.ndarray
+    logprobs: np.ndarray  # under the behaviour policy: the actor's snapshot
+    rewards: np.ndarray
+    dones: np.ndarray
+    values: np.ndarray
+    next_obs: np.ndarray
+    next_done: np.ndarray
+    issued: np.ndarray  # per env: actions chosen
+    returned: np.ndarray  # per env: results received
+
+    @classmethod
+    def empty(cls, num_steps: int, num_envs: int, obs_shape: tuple[int, ...]) -> Rollout:
+        steps = (num_steps, num_envs)
+        return cls(obs=np.zeros((*steps, *obs_shape), np.uint8),
+                   actions=np.zeros(steps, np.int64), logprobs=np.zeros(steps, np.float32),
+                   rewards=np.zeros(steps, np.float32), dones=np.zeros(steps, np.float32),
+                   values=np.zeros(steps, np.float32),
+                   next_obs=np.zeros((num_envs, *obs_shape), np.uint8),
+                   next_done=np.zeros(num_envs, np.float32),
+                   issued=np.zeros(num_envs, np.int64), returned=np.zeros(num_envs, np.int64))
+
+    @property
+    def complete(self) -> bool:
+        return bool((self.returned == len(self.rewards)).all())
+
+
+def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args: Args,
+               lr: float, decoupled: bool) -> dict[str, float]:
+    """CleanRL's GAE and PPO epochs on a complete rollout, op for op.
+
+    ``decoupled`` (overlapped runs): the old policy and the values are the learner's current
+    weights evaluated on the rollout (the proximal policy) instead of the actor's records, and
+    each sample's policy loss is weighted by proximal / behaviour probability.
+    """
+    num_steps, num_envs = r.rewards.shape
+    obs_shape = r.obs.shape[2:]
+    actions = torch.from_numpy(r.actions)
+    rewards, dones = torch.from_numpy(r.rewards), torch.from_numpy(r.dones)
+    next_obs, next_done = torch.from_numpy(r.next_obs).float(), torch.from_numpy(r.next_done)
+    b_obs_u8 = torch.from_numpy(r.obs).reshape((-1, *obs_shape))
+    with torch.no_grad():
+        if decoupled:
+            chunks = [agent.get_action_and_value(b_obs_u8[i:i + 256].float(),
+                                                 actions.reshape(-1)[i:i + 256])
+                      for i in range(0, len(b_obs_u8), 256)]
+            logprobs = torch.cat([c[1] for c in chunks]).reshape(num_steps, num_envs)
+            values = torch.cat([c[3].flatten() for c in chunks]).reshape(num_steps, num_envs)
+            lag_weights = torch.exp(logprobs - torch.from_numpy(r.logprobs)).reshape(-1)
+        else:
+            logprobs, values = torch.from_numpy(r.logprobs), torch.from_numpy(r.values)
+
+        # bootstrap value if not done
+        next_value = agent.get_value(next_obs).reshape(1, -1)
+        advantages = torch.zeros_like(rewards)
+        lastgaelam: torch.Tensor | int = 0
+        for t in reversed(range(num_steps)):
+            if t == num_steps - 1:
+                nextnonterminal = 1.0 - next_done
+                nextvalues = next_value
+            else:
+                nextnonterminal = 1.0 - dones[t + 1]
+                nextvalues = values[t + 1]
+            delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
+            advantages[t] = lastgaelam = (delta + args.gamma * args.gae_lambda * nextnonterminal
+                                          * lastgaelam)
+        returns = advantages + values
+
+    # flatten the batch
+    b_logprobs = logprobs.reshape(-1)
+    b_actions = actions.reshape(-1)
+    b_advantages = advantages.reshape(-1)
+    b_returns = returns.reshape(-1)
+    b_values = values.reshape(-1)
+
+    optimizer.param_groups[0]["lr"] = lr
+    batch_size = num_steps * num_envs
+    minibatch_size = batch_size // args.num_minibatches
+    b_inds = np.arange(batch_size)
+    clipfracs = []
+    for _epoch in range(args.update_epochs):
+        np.random.shuffle(b_inds)
+        for start in range(0, batch_size, minibatch_size):
+            mb_inds = b_inds[start:start + minibatch_size]
+
+            _, newlogprob, entropy, newvalue = agent.get_action_and_value(
+                b_obs_u8[mb_inds].float(), b_actions.long()[mb_inds])
+            logratio = newlogprob - b_logprobs[mb_inds]
+            ratio = logratio.exp()
+
+            with torch.no_grad():
+                old_approx_kl = (-logratio).mean()
+                approx_kl = ((ratio - 1) - logratio).mean()
+                clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+
+            mb_advantages = b_advantages[mb_inds]
+            if args.norm_adv:
+                mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std()
+                                                                          + 1e-8)
+
+            # Policy loss
+            pg_loss1 = -mb_advantages * ratio
+            pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef,
+                                                    1 + args.clip_coef)
+            if decoupled:
+                pg_loss = (lag_weights[mb_inds] * torch.max(pg_loss1, pg_loss2)).mean()
+            else:
+                pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+            # Value loss
+            newvalue = newvalue.view(-1)
+            if args.clip_vloss:
+                v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                v_clipped = b_values[mb_inds] + torch.clamp(newvalue - b_values[mb_inds],
+                                                            -args.clip_coef, args.clip_coef)
+                v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
+                v_loss = 0.5 * v_loss_max.mean()
+            else:
+                v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
+            entropy_loss = entropy.mean()
+            loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+            optimizer.step()
+
+        if args.target_kl and approx_kl > args.target_kl:
+            break
+
+    y_pred, y_true = b_values.numpy(), b_returns.numpy()
+    var_y = np.var(y_true)
+    explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+    return {"value_loss": v_loss.item(), "policy_loss": pg_loss.item(),
+            "entropy": entropy_loss.item(), "old_approx_kl": old_approx_kl.item(),
+            "approx_kl": approx_kl.item(), "clipfrac": float(np.mean(clipfracs)),
+            "explained_variance": float(explained_var),
+            "lag_weight_max": lag_weights.max().item() if decoupled else 1.0}
+
+
+# The learner's agent and optimizer: in the learner process when overlapped, in this process
+# (sharing the actor's agent, as CleanRL's one agent) with --strict.
+_learner: tuple[Agent, torch.optim.Optimizer, Args] | None = None
+
+Weights = dict[str, np.ndarray]
+
+
+def learner_init(args: Args, num_actions: int, weights: Weights,
+                 agent: Agent | None = None) -> None:
+    global _learner
+    np.random.seed(args.seed)  # the minibatch shuffles, CleanRL's global numpy stream
+    if agent is None:
+        agent = Agent(num_actions)
+        agent.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    _learner = (agent, optimizer, args)
+
+
+def learner_update(rollout: Rollout, lr: float, decoupled: bool
+                   ) -> tuple[Weights | None, dict[str, float]]:
+    """One PPO update; returns the new weights (numpy; None in this process: the agent is
+    shared) and statistics."""
+    assert _learner is not None, "learner_init runs first"
+    agent, optimizer, args = _learner
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.learner_threads)
+    start = time.perf_counter()
+    stats = ppo_update(agent, optimizer, rollout, args, lr, decoupled)
+    stats["seconds"] = time.perf_counter() - start
+    torch.set_num_threads(threads)
+    if not decoupled:
+        return None, stats
+    return {k: v.detach().numpy().copy() for k, v in agent.state_dict().items()}, stats
+
+
+ACTED = np.dtype([("action", np.int64), ("logprob", np.float32), ("value", np.float32)])
+
+
+class Acting:
+    """The DynamicBatcher's backend: one forward for all rows of the calls it coalesced.
+
+    Runs in the batcher's thread, the only thread that touches the actor's agent; new weights
+    are handed over with ``publish`` and loaded before the next forward. torch's thread count
+    is set in that thread: OpenMP keeps it per thread, and a new thread gets the default (all
+    cores), whatever ``torch.set_num_threads`` said elsewhere.
+    """
+
+    def __init__(self, agent: Agent, num_threads: int) -> None:
+        self.agent = agent
+        self.num_threads = num_threads
+        self.pending: Weights | None = None
+
+    def publish(self, weights: Weights) -> None:
+        self.pending = weights
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        torch.set_num_threads(self.num_threads)
+        weights, self.pending = self.pending, None
+        if weights is not None:
+            self.agent.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+        with torch.no_grad():
+            action, logprob, _, value = self.agent.get_action_and_value(torch.Tensor(obs))
+        out = np.empty(len(obs), ACTED)
+        out["action"], out["logprob"], out["value"] = action, logprob, value.flatten()
+        return out
+
+
+async def main(args: Args) -> dict[str, Any]:
+    num_envs, num_steps = args.num_envs, args.num_steps
+    num_updates = args.total_timesteps // (num_envs * num_steps)
+    if num_updates < 1:
+        raise ValueError(f"total_timesteps ({args.total_timesteps}) is less than one rollout "
+                         f"(num_envs * num_steps = {num_envs * num_steps})")
+    if (num_envs * num_steps) % args.num_minibatches:
+        raise ValueError(f"num_minibatches ({args.num_minibatches}) must divide the rollout "
+                         f"({num_envs} envs x {num_steps} steps)")
+    # Strict: one consumer, every env in each batch, as EnvPool's step. Overlapped: two
+    # consumers, each with half of the envs per batch.
+    if not args.learner_threads:
+        args = replace(args, learner_threads=len(os.sched_getaffinity(0)) if args.strict else 1)
+    consumers = 1 if args.strict or num_envs % 2 else 2
+    batch_size = num_envs // consumers
+    lag = 0 if args.strict else 1  # rollout k acts with weights learned from rollout k-1-lag
+
+    # TRY NOT TO MODIFY: seeding (CleanRL's order: the agent's init draws from torch's stream)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.actor_threads)
+
+    # EnvPool's episodic life: a lost life ends the training episode, the game goes on, and
+    # the next step restarts play as EnvPool's does.
+    env_kwargs = {"life_loss_info": True, "soft_reset_on_life_loss": True,
+                  "reward_clipping": True}
+    with aiopool.make(args.env_id, **env_kwargs) as probe:
+        obs_shape = probe.single_observation_space.shape
+        num_actions = int(probe.single_action_space.n)
+    agent = Agent(num_actions)  # the actor's; with --strict also the learner's
+    weights = {k: v.detach().numpy() for k, v in agent.state_dict().items()}
+    learner_args = (args, num_actions, weights)
+    learner_process = None
+    if args.strict:
+        learner_init(*learner_args, agent=agent)
+    else:
+        # Spawned, not forked: a process whose torch already ran on several threads (a test
+        # run, a notebook) cannot fork safely, as the child's first parallel region waits
+        # forever for OpenMP threads that were not copied. Starting takes a few seconds.
+        learner_process = ProcessPoolExecutor(
+            max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+            initializer=learner_init, initargs=learner_args)
+        learner_process.submit(int).result()
+    print(f"{args.env_id}: {'strict (serial, CleanRL loop)' if args.strict else 'overlapped'}, "
+          f"{num_envs} envs x {num_steps} steps per rollout, {num_updates} updates, "
+          f"{consumers} consumer(s) of {batch_size} envs; torch threads: inference "
+          f"{args.actor_threads}, learner {args.learner_threads}; {env_kwargs}", flush=True)
+
+    pool = aiopool.make(args.env_id, num_envs=num_envs, batch_size=batch_size,
+                        num_threads=args.num_threads or None, seed=args.seed, **env_kwargs)
+    acting = Acting(agent, args.actor_threads)
+    policy = DynamicBatcher(acting, max_batch_rows=num_envs)
+
+    def new_rollout() -> Rollout:
+        return Rollout.empty(num_steps, num_envs, obs_shape)
+
+    rollouts = {0: new_rollout()}
+    env_rollout = np.zeros(num_envs, np.int64)  # the rollout each env's next action goes to
+    in_flight = np.full(num_envs, -1)  # the rollout of each env's action in flight (-1: none)
+    next_obs = np.zeros((num_envs, *obs_shape), np.uint8)
+    next_done = np.zeros(num_envs, np.float32)
+    learn_queue: asyncio.Queue[int] = asyncio.Queue()  # complete rollouts, in order
+    updated = asyncio.Condition()
+    updates_done = 0
+    final_weights: Weights | None = None  # overlapped: the last update's, maybe not yet loaded
+    history: list[dict[str, float]] = []
+    episodes: list[tuple[int, float, int]] = []  # (global step, game score, game length)
+    recent: collections.deque[float] = collections.deque(maxlen=20)
+    global_step = 0
+    life_losses = 0
+
+    def may_act(env_ids: list[int]) -> bool:
+        """Whether these envs may act now: the policy lags the learner by at most `lag`
+        updates. Envs past the last rollout only ride along with envs still filling it."""
+        live = [k for k in env_rollout[env_ids].tolist() if k < num_updates]
+        return bool(live) and updates_done >= max(live) - lag
+
+    async def consumer() -> None:
+        nonlocal global_step, life_losses
+        async for batch in pool.stream():
+            if updates_done == num_updates:
+                return
+            order = np.argsort(batch.env_id, kind="stable")  # env order, as EnvPool's
+            env_ids = batch.env_id[order].tolist()
+            ended = (batch.terminated | batch.truncated)[order]
+            next_obs[env_ids] = batch.obs[order]
+            next_done[env_ids] = ended
+            if ended.any():
+                info = batch.info
+                game_over = ended & ((info["lives"] == 0) | batch.truncated)[order]
+                for j in np.flatnonzero(game_over).tolist():
+                    score = float(info["episode_score"][order[j]])
+                    episodes.append((global_step + j + 1, score,
+                                     int(info["episode_length"][order[j]])))
+                    recent.append(score)
+                life_losses += int(ended.sum() - game_over.sum())
+
+            # 1. Each row is the result of its env's action in flight (none after the reset).
+            for j, i in enumerate(env_ids):
+                k = int(in_flight[i])
+                if k < 0:
+                    continue
+                in_flight[i] = -1
+                global_step += 1
+                if k >= num_updates:
+                    continue  # past the last update: discarded
+                r = rollouts[k]
+                t = int(r.returned[i])
+                r.rewards[t, i] = batch.reward[order[j]]
+                r.returned[i] += 1
+                if r.returned[i] == num_steps:
+                    r.next_obs[i], r.next_done[i] = next_obs[i], next_done[i]
+                    if r.complete:
+                        learn_queue.put_nowait(k)
+
+            # 2. Wait for the learner if the policy would lag it by more than `lag` updates,
+            #    or, once these envs are past the last rollout, for the last update.
+            if not may_act(env_ids):
+                async with updated:
+                    await updated.wait_for(
+                        lambda ids=env_ids: may_act(ids) or updates_done == num_updates)
+            if updates_done == num_updates:
+                return
+
+            # 3. Act: one DynamicBatcher call; the forward runs in its thread.
+            acted = await policy(next_obs[env_ids])
+            for j, i in enumerate(env_ids):
+                k = int(env_rollout[i])
+                if k not in rollouts:
+                    rollouts[k] = new_rollout()
+                r = rollouts[k]
+                t = int(r.issued[i])
+                r.obs[t, i], r.dones[t, i] = next_obs[i], next_done[i]
+                r.actions[t, i], r.logprobs[t, i] = acted["action"][j], acted["logprob"][j]
+                r.values[t, i] = acted["value"][j]
+                r.issued[i] += 1
+                in_flight[i] = k
+                if r.issued[i] == num_steps:
+                    env_rollout[i] += 1
+            pool.send(acted["action"], np.asarray(env_ids, np.int32))
+
+    async def learner() -> None:
+        nonlocal updates_done, final_weights
+        last_print = time.perf_counter()
+        for _ in range(num_updates):
+            k = await learn_queue.get()
+            rollout = rollouts.pop(k)
+            frac = 1.0 - (k + 1 - 1.0) / num_updates if args.anneal_lr else 1.0
+            lr = frac * args.learning_rate
+            if learner_process is None:  # --strict: learn now, in this process; the actor waits
+                weights, stats = learner_update(rollout, lr, False)
+            else:
+                weights, stats = await asyncio.get_running_loop().run_in_executor(
+                    learner_process, learner_update, rollout, lr, True)
+                assert weights is not None
+                acting.publish(weights)
+                final_weights = weights
+            history.append(stats)
+            async with updated:
+                updates_done += 1
+                updated.notify_all()
+            now = time.perf_counter()
+            if args.print_every and (now - last_print >= args.print_every
+                                     or updates_done == num_updates):
+                last_print = now
+                mean = np.mean(recent) if recent else float("nan")
+                print(f"global_step={global_step:>9,}  SPS={global_step / (now - start):>5,.0f}"
+                      f"  updates={updates_done:>5}/{num_updates}  score(last 20)={mean:7.1f}"
+                      f"  value_loss={stats['value_loss']:.4f}"
+                      f"  explained_var={stats['explained_variance']:.3f}"
+                      f"  clipfrac={stats['clipfrac']:.3f}  update={stats['seconds']:.2f} s",
+                      flush=True)
+
+    start = time.perf_counter()
+    try:
+        async with asyncio.TaskGroup() as tasks:
+            learning = tasks.create_task(learner())
+            for _ in range(consumers):
+                tasks.create_task(consumer())
+            await learning
+            seconds = time.perf_counter() - start
+            steps = global_step
+    finally:
+        pool.close()
+        await policy.aclose()
+        if learner_process is not None:
+            learner_process.shutdown(cancel_futures=True)
+
+    mean_score = float(np.mean(recent)) if recent else float("nan")
+    stats = policy.stats
+    print(f"{args.env_id}: {steps:,} env steps, {updates_done} updates in {seconds:.1f} s "
+          f"({steps / seconds:,.0f} steps/s); mean score of the last {len(recent)} games "
+          f"{mean_score:.1f}; {stats.rows_per_forward:.1f} rows per forward", flush=True)
+    return {"global_step": steps, "updates": updates_done, "seconds": seconds,
+            "sps": steps / seconds, "episodes": episodes, "mean_return": mean_score,
+            "life_losses": life_losses, "history": history,
+            "learner_threads": args.learner_threads,
+            "rows_per_forward": stats.rows_per_forward,
+            "weights": final_weights or {k: v.detach().numpy().copy()
+                                         for k, v in agent.state_dict().items()}}
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse_args()))

@@ -1,0 +1,156 @@
+"""examples/ppo_continuous_async.py and examples/ppo_atari_async.py: their strict modes are
+CleanRL's loops float for float, their overlapped modes run and learn with the same update.
+
+The references are CleanRL's scripts as ported in benchmarks/training.py: for MuJoCo, CleanRL's
+loop over gymnasium's SyncVectorEnv with CleanRL's wrappers (the example normalizes in the
+driver instead); for Atari, CleanRL's loop over EnvPool's interface on the same aiopool envs
+(one synchronous batch of every env), as EnvPool's own emulator differs from ale-py's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import ppo_atari_async as atari
+import ppo_continuous_async as mujoco
+import training
+
+CLEANRL_STATS = ("value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl",
+                 "clipfrac", "explained_variance")
+
+
+def assert_same_training(mine: dict[str, Any], theirs: dict[str, Any],
+                         lengths: bool = True) -> None:
+    """The same weights bit for bit, the same losses every update, the same episodes (their
+    returns, and their lengths if ``lengths``)."""
+    assert mine["updates"] == theirs["updates"] == len(mine["history"])
+    assert mine["weights"].keys() == theirs["weights"].keys()
+    for name, value in theirs["weights"].items():
+        np.testing.assert_array_equal(mine["weights"][name], value, err_msg=name)
+    for k, (a, b) in enumerate(zip(mine["history"], theirs["history"], strict=True)):
+        assert {s: a[s] for s in CLEANRL_STATS} == {s: b[s] for s in CLEANRL_STATS}, k
+    fields = slice(1, 3 if lengths else 2)
+    assert [e[fields] for e in mine["episodes"]] == [e[fields] for e in theirs["episodes"]]
+
+
+def continuous(env_id: str, num_envs: int, num_steps: int, updates: int,
+               **kw: Any) -> mujoco.Args:
+    return mujoco.Args(env_id=env_id, num_envs=num_envs, num_steps=num_steps,
+                       total_timesteps=num_envs * num_steps * updates, print_every=0, **kw)
+
+
+# Hopper ends episodes by termination (a fall), HalfCheetah by truncation at 1000 steps: both
+# autoreset paths, with the terminal observation updating the running statistics.
+@pytest.mark.parametrize(("env_id", "num_envs", "num_steps"),
+                         [("Hopper-v5", 2, 64), ("HalfCheetah-v5", 1, 512)])
+def test_continuous_strict_is_cleanrl_over_syncvectorenv_float_for_float(
+        env_id: str, num_envs: int, num_steps: int) -> None:
+    args = continuous(env_id, num_envs, num_steps, 3, num_minibatches=4, update_epochs=2,
+                      strict=True)
+    mine = asyncio.run(mujoco.main(args))
+    theirs = training.cleanrl_continuous(args)
+    assert mine["global_step"] == theirs["global_step"] == num_envs * num_steps * 3
+    assert len(theirs["episodes"]) >= 1  # at least one autoreset on the way
+    assert_same_training(mine, theirs)
+
+
+def test_continuous_overlapped_changes_only_the_schedule() -> None:
+    # One env: the first rollout comes from the initial weights in both modes, step for step.
+    # Its update is CleanRL's in strict mode and the decoupled one overlapped, which without
+    # policy lag is the same update up to rounding (the proximal policy is evaluated in one
+    # batch, not row by row). Then the overlapped actor acts while the learner learns, so
+    # rollout 2 comes from older weights than in strict mode, and the runs part.
+    args = continuous("Hopper-v5", 1, 256, 3, num_minibatches=4, update_epochs=2)
+    overlapped = asyncio.run(mujoco.main(args))
+    strict = asyncio.run(mujoco.main(replace(args, strict=True)))
+    assert overlapped["updates"] == 3 and overlapped["global_step"] >= 3 * 256
+    first = [e for e in strict["episodes"] if e[0] <= 256]
+    assert first and overlapped["episodes"][:len(first)] == first
+    assert overlapped["history"][0]["lag_weight_max"] == pytest.approx(1.0, abs=1e-5)
+    for stat in CLEANRL_STATS:
+        assert overlapped["history"][0][stat] == pytest.approx(strict["history"][0][stat],
+                                                               rel=1e-3, abs=1e-6), stat
+    for h in overlapped["history"]:
+        assert math.isfinite(h["lag_weight_max"]) and h["lag_weight_max"] > 0
+        assert h["seconds"] > 0  # measured in the learner process
+    assert all(np.isfinite(w).all() for w in overlapped["weights"].values())
+
+
+def test_continuous_halves_of_the_envs_overlap_stepping_and_inference() -> None:
+    args = continuous("HalfCheetah-v5", 4, 32, 2, num_minibatches=4, update_epochs=1)
+    out = asyncio.run(mujoco.main(args))
+    assert out["updates"] == 2 and out["global_step"] >= 2 * 4 * 32
+    assert len(out["history"]) == 2
+
+
+def check_game_logging(out: dict[str, Any], num_envs: int) -> None:
+    """EnvPool-style episodic life in Breakout (5 lives): every game that ended cost 4 lives
+    that ended training episodes without ending the game, each game still running up to 4."""
+    games = len(out["episodes"])
+    assert 4 * games <= out["life_losses"] <= 4 * (games + num_envs)
+    assert all(score >= 0 and length > 0 for _, score, length in out["episodes"])
+
+
+def test_atari_overlapped_tiny_budget_runs_through_the_batcher() -> None:
+    args = atari.Args(num_steps=16, total_timesteps=8 * 16 * 2, update_epochs=1,
+                      print_every=0)
+    out = asyncio.run(atari.main(args))
+    assert out["updates"] == 2 and out["global_step"] >= 8 * 16 * 2
+    assert out["rows_per_forward"] >= 4  # each call of a consumer is half of the envs
+    assert all(math.isfinite(h["lag_weight_max"]) for h in out["history"])
+    check_game_logging(out, 8)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("env_id", ["HalfCheetah-v5", "Hopper-v5"])
+def test_continuous_strict_matches_cleanrl_with_its_defaults(env_id: str) -> None:
+    # CleanRL's hyper-parameters: 1 env x 2048 steps, 10 epochs x 32 minibatches; 2 updates.
+    args = mujoco.Args(env_id=env_id, total_timesteps=2 * 2048, strict=True, print_every=0)
+    mine = asyncio.run(mujoco.main(args))
+    theirs = training.cleanrl_continuous(args)
+    assert_same_training(mine, theirs)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_atari_strict_is_cleanrl_on_the_same_envs_float_for_float() -> None:
+    # CleanRL's hyper-parameters: 8 envs x 128 steps, 4 epochs x 4 minibatches; 2 updates.
+    args = atari.Args(total_timesteps=2 * 8 * 128, strict=True, print_every=0)
+    mine = asyncio.run(atari.main(args))
+    theirs = training.cleanrl_atari(args, training.AiopoolAsEnvPool(args.env_id, 8, args.seed))
+    # Game lengths differ by the reset step after a game over, which CleanRL's statistics
+    # count in the next game and aiopool's in none.
+    assert_same_training(mine, theirs, lengths=False)
+    assert len(mine["episodes"]) > 0
+    check_game_logging(mine, 8)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_atari_overlapped_with_its_defaults() -> None:
+    args = atari.Args(total_timesteps=3 * 8 * 128, print_every=0)
+    out = asyncio.run(atari.main(args))
+    assert out["updates"] == 3 and out["global_step"] >= 3 * 8 * 128
+    assert out["history"][0]["lag_weight_max"] == pytest.approx(1.0, abs=1e-4)  # no lag yet
+    check_game_logging(out, 8)
+
+
+def test_training_benchmark_return_at_a_budget() -> None:
+    episodes = [[100, 1.0, 10], [900, 2.0, 10], [950, 4.0, 10], [980, 6.0, 10], [2000, 9.0, 10]]
+    assert training.return_at(episodes, 1000) == 5.0  # those that ended in (900, 1000]
+    assert training.return_at(episodes, 800) == 1.0  # none there: the last ones before
+    assert math.isnan(training.return_at(episodes, 50))
