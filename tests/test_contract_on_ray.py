@@ -20,8 +20,9 @@ from test_consumers import *  # noqa: E402, F403
 from test_distributed import ray_cluster  # noqa: E402, F401
 from test_timeouts import *  # noqa: E402, F403
 
-# Not the modules' own pytestmark (threads and processes): these run on Ray only.
-pytestmark = pytest.mark.usefixtures("_on_ray")
+# Not the modules' own pytestmark (threads and processes): these run on Ray only, in the
+# slow run (~75 s; tests/test_distributed.py covers the remote pool in the default run).
+pytestmark = [pytest.mark.usefixtures("_on_ray"), pytest.mark.slow]
 
 
 @pytest.fixture
