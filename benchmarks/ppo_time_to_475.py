@@ -19,9 +19,10 @@ reached the target.
 Usage:
     python benchmarks/ppo_time_to_475.py                    # 5 seeds x 4 runners, ~4 min
     python benchmarks/ppo_time_to_475.py --seeds 1 --runners aiopool-overlapped,gym-sync
+    python benchmarks/ppo_time_to_475.py --busy-neighbour   # a spinning process on one core
 
-Writes ``<out>/ppo_time_to_475.json`` (default ``benchmarks/results``) and prints a markdown
-table.
+Writes ``<out>/ppo_time_to_475.json`` (``ppo_time_to_475_busy.json`` with a busy neighbour;
+default ``benchmarks/results``) and prints a markdown table.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import ppo_cartpole_async as ppo
+from throughput import busy_neighbour
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,7 +65,8 @@ def run_aiopool(args: ppo.Args) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
         args.plot = str(Path(tmp) / "curve.png")
         out = asyncio.run(ppo.main(args))
-    return {k: out[k] for k in ("reached", "mean_return", "global_step", "seconds", "updates")}
+    return {k: out[k] for k in ("reached", "mean_return", "global_step", "seconds", "updates",
+                                "serial_updates")}
 
 
 def run_gymnasium(args: ppo.Args, mode: str) -> dict[str, Any]:
@@ -201,6 +204,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--runners", default=",".join(RUNNERS),
                    help=f"comma-separated subset of {', '.join(RUNNERS)}")
     p.add_argument("--timeout", type=float, default=900, help="seconds per run")
+    p.add_argument("--busy-neighbour", action="store_true",
+                   help="run a busy process (`while True: pass`) pinned to the last usable core "
+                        "for the whole run")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     p.add_argument("--one", choices=list(RUNNERS), help=argparse.SUPPRESS)  # a child run
     args = p.parse_args(argv)
@@ -222,16 +228,19 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     runs = []
     order = random.Random(0)
-    for seed in args.seeds:
-        runners = list(args.runners)
-        order.shuffle(runners)
-        for runner in runners:
-            run = measure(runner, seed, args.timeout)
-            runs.append(run)
-            print(f"  seed {seed} {runner:<19} {'reached' if run['reached'] else 'MISSED '} "
-                  f"{run['seconds']:6.1f} s  {run['global_step']:>8,} steps  "
-                  f"load {run['load'][0]:.2f}", file=sys.stderr, flush=True)
-        loads.append(os.getloadavg())
+    with busy_neighbour(args.busy_neighbour) as neighbour:
+        for seed in args.seeds:
+            runners = list(args.runners)
+            order.shuffle(runners)
+            for runner in runners:
+                run = measure(runner, seed, args.timeout)
+                runs.append(run)
+                serial = (f"  {run['serial_updates']}/{run['updates']} updates serial"
+                          if "serial_updates" in run else "")
+                print(f"  seed {seed} {runner:<19} {'reached' if run['reached'] else 'MISSED '} "
+                      f"{run['seconds']:6.1f} s  {run['global_step']:>8,} steps  "
+                      f"load {run['load'][0]:.2f}{serial}", file=sys.stderr, flush=True)
+            loads.append(os.getloadavg())
     run_seconds = time.monotonic() - started
     rows = summarise(runs, args.runners)
 
@@ -241,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
           f"load average (1/5/15 min) at start {_load(loads[0])}, at end {_load(loads[-1])}; "
           f"seeds {', '.join(map(str, args.seeds))}; {defaults.num_envs} envs x "
           f"{defaults.num_steps} steps per rollout; run time {run_seconds:.0f} s.\n")
+    if neighbour is not None:
+        print(f"A busy process was pinned to core {neighbour} for the whole run.\n")
     print(render(rows))
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -248,13 +259,15 @@ def main(argv: list[str] | None = None) -> int:
         "question": "wall-clock seconds for the same PPO to reach the target return",
         "ppo_args": {k: v for k, v in vars(defaults).items() if k != "plot"},
         "seeds": args.seeds,
+        "busy_neighbour_core": neighbour,
         "machine": {**machine, "load_start": loads[0], "load_end": loads[-1],
                     "load_after_each_seed": loads[1:]},
         "run_seconds": run_seconds,
         "summary": rows,
         "runs": runs,
     }
-    path = args.out / "ppo_time_to_475.json"
+    path = args.out / ("ppo_time_to_475_busy.json" if neighbour is not None
+                       else "ppo_time_to_475.json")
     path.write_text(json.dumps(result, indent=1))
     print(f"\nwrote {path}")
     return 0

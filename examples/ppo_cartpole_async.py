@@ -15,6 +15,14 @@ update ends, the actor loads the new weights between two batches. At most one ro
 for the learner: if the next one is full before the learner is done, the actor awaits the
 learner, so the acting policy lags the learner by at most one update.
 
+Overlapping needs two cores, one for the actor and one for the learner. When another process
+takes one (a busy neighbour on a shared machine), the two time-share the other core and the
+overlap costs more than it saves. So the schedule follows the free cores (``FreeCores``: the
+usable cores minus what other processes used, measured from ``/proc/stat`` after each update):
+below ``--overlap-cores`` (1.5) the actor stops at the end of a rollout and waits for the update
+(the serial schedule, with the learner still in its process), and it overlaps again once the
+cores are back. ``--no-adaptive`` always overlaps.
+
 That lag is the price of the overlap: strictly on-policy PPO cannot overlap acting and learning,
 because rollout k+1 has to come from the weights that update k produces. The learner therefore
 uses the decoupled PPO objective of Hilton et al., "Batch size-invariance for policy
@@ -45,6 +53,7 @@ import argparse
 import asyncio
 import collections
 import multiprocessing
+import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, fields
@@ -75,6 +84,10 @@ class Args:
     """aiopool worker threads (0: its default, one less than the cores)"""
     overlap: bool = True
     """learn in a process while the actor steps the envs (--no-overlap: serial PPO)"""
+    adaptive: bool = True
+    """with --overlap: use the serial schedule while fewer than `overlap_cores` cores are free"""
+    overlap_cores: float = 1.5
+    """free cores (usable cores minus what other processes use) that overlapping needs"""
     learning_rate: float = 2e-3
     anneal_lr: bool = True
     gamma: float = 0.99
@@ -268,6 +281,46 @@ def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, rollout: Rollout,
             "samples": n}
 
 
+class FreeCores:
+    """Cores left to this run, measured: the usable cores minus what other processes used.
+
+    The overlapped schedule needs two cores, one for the actor (with the pool's worker thread)
+    and one for the learner. When another process takes one, the actor and the learner
+    time-share the other and overlapping costs more than it saves: the serial schedule (act,
+    then learn while every env waits) is faster. ``sample`` reads the busy time of the usable
+    cores from ``/proc/stat`` and subtracts this process's CPU time and the learner's (which the
+    learner reports after each update, when it is idle), so whatever is left was used by others.
+    """
+
+    def __init__(self, window: float = 0.5) -> None:
+        self.cores = sorted(os.sched_getaffinity(0))
+        self.window = window  # shorter intervals are not judged: /proc/stat counts 10 ms ticks
+        self.free = float(len(self.cores))
+        self._tick = os.sysconf("SC_CLK_TCK")
+        self._start = self._read(learner_cpu=0.0)
+
+    def _read(self, learner_cpu: float) -> tuple[float, float, float]:
+        busy = 0
+        with open("/proc/stat") as f:
+            for line in f:
+                name, *counts = line.split()
+                if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in self.cores:
+                    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, counts[:8])
+                    busy += user + nice + system + irq + softirq + steal
+        own = os.times()
+        return time.perf_counter(), busy / self._tick, own.user + own.system + learner_cpu
+
+    def sample(self, learner_cpu: float) -> float:
+        """Free cores over the interval since the last judged sample (``free`` if too short)."""
+        now = self._read(learner_cpu)
+        seconds = now[0] - self._start[0]
+        if seconds >= self.window:
+            others = (now[1] - self._start[1]) - (now[2] - self._start[2])
+            self.free = len(self.cores) - max(0.0, others / seconds)
+            self._start = now
+        return self.free
+
+
 def act(actor: Agent, obs: np.ndarray,
         rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Sample actions (Gumbel-max) and their log-probabilities from the actor's snapshot."""
@@ -302,6 +355,7 @@ def learner_update(rollout: Rollout, lr: float) -> tuple[Weights, dict[str, floa
     start = time.perf_counter()
     stats = ppo_update(agent, optimizer, rollout, args, lr)
     stats["seconds"] = time.perf_counter() - start
+    stats["process_cpu"] = time.process_time()  # this process's CPU so far, for FreeCores
     return {k: v.numpy().copy() for k, v in agent.state_dict().items()}, stats
 
 
@@ -371,6 +425,11 @@ async def main(args: Args) -> dict[str, float | int | bool | str]:
     update: asyncio.Future[tuple[Weights, dict[str, float]]] | None = None
     stats: dict[str, float] = {}
     updates = 0
+    serial_updates = 0  # updates that every env waited for (all of them with --no-overlap)
+    # With --overlap, the schedule follows the free cores: overlapped while there are enough,
+    # serial (the next rollout starts only after the update) while another process takes one.
+    free_cores = FreeCores() if args.overlap and args.adaptive else None
+    overlapping = args.overlap and (free_cores is None or free_cores.free >= args.overlap_cores)
 
     def issue(obs: np.ndarray, valid: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
         """Choose actions for these envs and record them in the rollout being filled."""
@@ -385,11 +444,22 @@ async def main(args: Args) -> dict[str, float | int | bool | str]:
 
     async def finish_update() -> None:
         """Wait for the update in progress and give its weights to the actor."""
-        nonlocal update, stats
+        nonlocal update, stats, overlapping
         assert update is not None
         new_weights, stats = await update
         actor.load_state_dict({k: torch.from_numpy(v) for k, v in new_weights.items()})
         update = None
+        if free_cores is not None:  # judged while the learner is idle: its CPU is all counted
+            overlapping = free_cores.sample(stats["process_cpu"]) >= args.overlap_cores
+
+    def restart() -> None:
+        """Serial schedule: a new rollout, and actions for every env waiting for it."""
+        nonlocal issuing
+        issuing += 1
+        rollouts[issuing] = Rollout.empty(rollout_size, obs_shape)
+        h_obs, h_valid, h_ids = (np.concatenate(x) for x in zip(*held, strict=True))
+        held.clear()
+        pool.send(issue(h_obs, h_valid, h_ids), h_ids)
 
     global_step = 0
     episodes: list[tuple[int, float, float]] = []  # (global step, seconds, return)
@@ -431,13 +501,13 @@ async def main(args: Args) -> dict[str, float | int | bool | str]:
             if update is not None and update.done():
                 await finish_update()
 
-            # 3. Act: this batch's envs get actions now (or wait for the update: --no-overlap).
+            # 3. Act: this batch's envs get actions now (or wait for the update when serial).
             #    An observation right after an episode ended only resets: valid=False.
             if rollouts[issuing].issued < rollout_size:
                 batch.send(issue(obs, ~ended, env_ids))
             else:
                 held.append((obs, ~ended, env_ids))
-            if args.overlap and rollouts[issuing].issued == rollout_size:
+            if overlapping and rollouts[issuing].issued == rollout_size:
                 issuing += 1
                 rollouts[issuing] = Rollout.empty(rollout_size, obs_shape)
 
@@ -446,20 +516,21 @@ async def main(args: Args) -> dict[str, float | int | bool | str]:
                 rollout = rollouts.pop(min(rollouts))
                 lr = (1.0 - updates / num_updates if args.anneal_lr else 1.0) * args.learning_rate
                 updates += 1
-                if args.overlap:
+                if learner_process is not None:
                     if update is not None:  # at most one rollout waits: bounds the policy lag
                         await finish_update()
                     update = asyncio.get_running_loop().run_in_executor(
                         learner_process, learner_update, rollout, lr)
-                else:  # serial PPO: learn, then act on every env again with the new weights
+                    if issuing not in rollouts:  # serial schedule: every env waits for it
+                        serial_updates += 1
+                        await finish_update()
+                else:  # --no-overlap: learn here, then act on every env with the new weights
+                    serial_updates += 1
                     new_weights, stats = learner_update(rollout, lr)
                     actor.load_state_dict({k: torch.from_numpy(v)
                                            for k, v in new_weights.items()})
-                    issuing += 1
-                    rollouts[issuing] = Rollout.empty(rollout_size, obs_shape)
-                    h_obs, h_valid, h_ids = (np.concatenate(x) for x in zip(*held, strict=True))
-                    held.clear()
-                    pool.send(issue(h_obs, h_valid, h_ids), h_ids)
+                if issuing not in rollouts:
+                    restart()
 
             if now - last_print >= args.print_every:
                 last_print = now
@@ -468,7 +539,9 @@ async def main(args: Args) -> dict[str, float | int | bool | str]:
                       f"  updates={updates:>4}  mean_return={mean:6.1f}"
                       f"  approx_kl={stats.get('approx_kl', float('nan')):.4f}"
                       f"  lag_weight_max={stats.get('lag_weight_max', float('nan')):.2f}"
-                      f"  update={stats.get('seconds', 0) * 1e3:.0f} ms",
+                      f"  update={stats.get('seconds', 0) * 1e3:.0f} ms"
+                      + (f"  free_cores={free_cores.free:.1f}"
+                         f" ({'overlapped' if overlapping else 'serial'})" if free_cores else ""),
                       flush=True)
 
         seconds = time.perf_counter() - start
@@ -482,7 +555,8 @@ async def main(args: Args) -> dict[str, float | int | bool | str]:
     mean_return = float(np.mean(recent)) if recent else float("nan")
     print(f"{'reached' if reached else 'did not reach'} {args.target_return:g}: mean return "
           f"{mean_return:.1f} over the last {len(recent)} episodes after {global_step:,} env "
-          f"steps, {updates} updates, {seconds:.1f} s ({global_step / seconds:,.0f} steps/s)")
+          f"steps, {updates} updates ({serial_updates} serial), {seconds:.1f} s "
+          f"({global_step / seconds:,.0f} steps/s)")
     mode = "overlapped" if args.overlap else "serial"
     save_plot(args.plot, episodes, args,
               f"PPO {args.env_id}, aiopool {args.num_envs} envs, {mode}, seed {args.seed}: "
@@ -490,6 +564,7 @@ async def main(args: Args) -> dict[str, float | int | bool | str]:
     print(f"learning curve: {args.plot}")
     return {"reached": reached, "mean_return": mean_return, "global_step": global_step,
             "seconds": seconds, "sps": global_step / seconds, "updates": updates,
+            "serial_updates": serial_updates,
             "episodes": len(episodes), "plot": args.plot}
 
 

@@ -4,8 +4,11 @@ run to the 475 threshold."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -74,6 +77,46 @@ def test_serial_mode_is_the_cleanrl_loop_over_gymnasium_step_for_step(tmp_path: 
     theirs = ppo_time_to_475.run_gymnasium(ppo.Args(**budget), "sync")
     assert mine["global_step"] == theirs["global_step"] == 8192
     assert mine["mean_return"] == theirs["mean_return"]
+
+
+def test_serial_schedule_with_the_learner_process_is_the_serial_loop(tmp_path: Path) -> None:
+    # --overlap with more free cores required than exist: the adaptive schedule is serial from
+    # the first rollout, with the learner in its process; that must be the --no-overlap run.
+    budget = {"total_timesteps": 4096, "target_return": 1e9, "num_threads": 1,
+              "plot": str(tmp_path / "curve.png"), "print_every": 1e9}
+    adaptive = asyncio.run(ppo.main(ppo.Args(**budget, overlap=True, overlap_cores=99.0)))
+    serial = asyncio.run(ppo.main(ppo.Args(**budget, overlap=False)))
+    assert adaptive["serial_updates"] == adaptive["updates"] == serial["updates"] == 3
+    assert adaptive["mean_return"] == serial["mean_return"]
+    overlapped = asyncio.run(ppo.main(ppo.Args(**budget, overlap=True, overlap_cores=0.0)))
+    assert overlapped["serial_updates"] == 0
+
+
+@pytest.fixture
+def spinning_neighbour() -> Iterator[int]:
+    """A process spinning on the last usable core."""
+    core = max(os.sched_getaffinity(0))
+    proc = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{core}}})"
+                             "\nprint(flush=True)\nwhile True: pass"], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()  # spinning from here on
+        yield core
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two usable cores")
+def test_free_cores_counts_other_processes_not_this_one(spinning_neighbour: int) -> None:
+    meter = ppo.FreeCores(window=0.5)
+    cores = len(meter.cores)
+    until = time.perf_counter() + 0.6
+    while time.perf_counter() < until:  # this process spins too: that is not "others"
+        pass
+    free = meter.sample(learner_cpu=0.0)
+    assert cores - 1.4 <= free <= cores - 0.6, free  # the neighbour took one core
+    assert meter.sample(learner_cpu=0.0) == free  # too short an interval: not judged again
 
 
 @pytest.mark.slow
