@@ -96,7 +96,8 @@ class ProcessNative:
         self._untaken = 0
         self._closed = False
         self._deaths: collections.deque[tuple[int, int, str]] = collections.deque()
-        self._load, self._store = _core._atomic_load, _core._atomic_store
+        self._add, self._load, self._store = (_core._atomic_add, _core._atomic_load,
+                                              _core._atomic_store)
         size = Layout(plan).size
         self._memfd = os.memfd_create(f"aiopool-{env_id}", os.MFD_CLOEXEC)
         os.ftruncate(self._memfd, size)
@@ -147,7 +148,12 @@ class ProcessNative:
         return self._pool_fd
 
     def arm(self) -> None:
-        """Ask the workers to ring the eventfd at their next completion (see layout.py)."""
+        """Ask the workers to ring the eventfd once the rows the next batch lacks are
+        committed (see layout.py); the caller then re-checks with ``take``."""
+        self._arm(self.batch_size - len(self._ready))
+
+    def _arm(self, rows: int) -> None:
+        self._store(self.lay.need[0], max(1, rows))
         self._store(self.lay.armed[0], 1)
 
     def drain(self) -> None:
@@ -210,11 +216,16 @@ class ProcessNative:
         return arrays
 
     def wait(self, timeout: float) -> None:
-        """Sleep until a worker rings (or ``timeout`` s; < 0: no limit), GIL released."""
-        self.arm()
-        if self._deaths or any(self._load(self.lay.outbox_tail[w]) != self._out_head[w]
-                               for w in range(len(self._workers))):
-            return  # something finished between the caller's check and the arming
+        """Sleep until the rows the next batch lacks are committed (or ``timeout`` s; < 0: no
+        limit), GIL released."""
+        self._sleep_for(self.batch_size - len(self._ready), timeout)
+
+    def _sleep_for(self, rows: int, timeout: float) -> None:
+        had = len(self._ready)
+        self._arm(rows)
+        self._collect()  # the re-check after arming; it subtracts what it finds from `need`
+        if self._deaths or self._cut or len(self._ready) - had >= rows:
+            return
         poller = select.poll()
         poller.register(self._pool_fd, select.POLLIN)
         # poll takes an int of ms; beyond ~24 days, wake up and let the caller wait again
@@ -228,7 +239,7 @@ class ProcessNative:
             remaining = -1.0 if deadline is None else deadline - time.monotonic()
             if deadline is not None and remaining <= 0:
                 return -1
-            self.wait(remaining)
+            self._sleep_for(self._untaken - len(self._ready), remaining)
             self._collect()
         if self._deaths or not self._ready or len(self._ready) >= self.batch_size:
             return 0
@@ -369,7 +380,8 @@ class ProcessNative:
             _ring(worker.inbox_fd)
 
     def _collect(self) -> None:
-        """Move finished env ids from the workers' outboxes to the ready queue."""
+        """Move finished env ids from the workers' outboxes to the ready queue, and take them
+        off the rows an armed wait still needs (layout.py)."""
         lay = self.lay
         cap = self._plan.per_worker
         for w in range(len(self._workers)):
@@ -384,6 +396,7 @@ class ProcessNative:
             else:
                 self._ready.extend(box[np.arange(head, tail) % cap].tolist())
             self._out_head[w] = tail
+            self._add(lay.need[0], head - tail)
 
     def _gather(self, ids: npt.NDArray[np.int32]) -> tuple[Any, ...]:
         lay = self.lay

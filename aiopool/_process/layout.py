@@ -13,11 +13,21 @@ Per worker ``w`` (single producer, single consumer rings of env ids):
     ``outbox[w]``, ``outbox_tail[w]``  the worker pushes finished env ids; the pool consumes them
     ``busy_since[w]``                  monotonic ns when the worker entered an env call, or 0
     ``sleeping[w]``, ``armed``         "ring my eventfd": set by a side about to sleep
+    ``need``                           rows the sleeping pool still waits for
 
 Wake-ups (a Dekker pair, both sides seq_cst): a side about to sleep sets its flag, then
 re-checks its ring; a producer stores the tail, then reads the flag and writes the eventfd only
 if it is set. So an eventfd is written only when its reader sleeps (a write that wakes a
 process costs ~200 µs on a 2-core VM), and no wake-up is ever lost.
+
+The pool sleeps for a whole batch, not for the next row: before it sets ``armed`` it stores in
+``need`` the rows its batch lacks. A worker that commits ``k`` rows and sees ``armed`` subtracts
+``k`` from ``need`` and rings only when that takes ``need`` from above 0 to 0 or below; the pool
+subtracts the rows it collects itself after arming (its re-check). Every row committed after
+the pool's re-check is subtracted by its worker (the Dekker argument above), every earlier one
+by the pool, so the ring is never late; a row subtracted twice only makes it early, and the
+pool then arms again for what is left. With slow envs (a MuJoCo step of ~0.5 ms, commits every
+~1 ms) this is one wake-up of the pool per batch instead of one per commit.
 
 Ordering: a producer writes the rows, then the ring entry, then stores the tail (seq_cst, via
 ``_core._atomic_store``); the consumer loads the tail (seq_cst) before reading entries and rows.
@@ -80,6 +90,7 @@ class Layout:
         self.busy_since = self._counters(w)
         self.sleeping = self._counters(w)  # 1 while worker w sleeps in poll: ring its eventfd
         self.armed = self._counters(1)     # 1 while the pool waits on its eventfd: ring it
+        self.need = self._counters(1)      # rows the pool waits for (workers subtract theirs)
         self.shutdown = self._counters(1)
         self.errors = self._counters(1)    # env calls that raised, ever (workers add)
         self.inbox = self._array("int64", (w, plan.per_worker))

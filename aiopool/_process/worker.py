@@ -86,7 +86,7 @@ class Worker:
         lay, w, cap = self.lay, self.w, self.cap
         inbox, outbox = lay.inbox[w], lay.outbox[w]
         inbox_tail, outbox_tail = lay.inbox_tail[w], lay.outbox_tail[w]
-        sleeping, armed = lay.sleeping[w], lay.armed[0]
+        sleeping, armed, need = lay.sleeping[w], lay.armed[0], lay.need[0]
         head = done = 0  # the pool zeroes both tails before it starts a worker
         poller = select.poll()
         poller.register(self.inbox_fd, select.POLLIN)
@@ -118,7 +118,8 @@ class Worker:
                 outbox[np.arange(done, done + ran) % cap] = ids
                 done += ran
                 self._store(outbox_tail, done)  # the commit: these envs' rows are complete
-                if self._load(armed):  # the pool sleeps on its eventfd
+                # The pool sleeps on its eventfd: ring it if these rows complete its batch.
+                if self._load(armed) and 0 < self._add(need, -ran) <= ran:
                     self._store(armed, 0)
                     os.write(self.pool_fd, b"\x01\0\0\0\0\0\0\0")
             head = tail
