@@ -399,7 +399,12 @@ class ProcessNative:
             else:
                 self._ready.extend(box[np.arange(head, tail) % cap].tolist())
             self._out_head[w] = tail
-            self._add(lay.need[0], head - tail)
+            # Like a worker's commit: if this takes `need` to 0, ring. A row that a worker also
+            # subtracted (committed around the arming) can make this happen before the batch
+            # is whole; the ring then makes the waiter re-arm for what is left, where staying
+            # silent would leave it asleep with `need` already spent.
+            if self._load(lay.armed[0]) and 0 < self._add(lay.need[0], head - tail) <= tail - head:
+                _ring(self._pool_fd)
 
     def _gather(self, ids: npt.NDArray[np.int32]) -> tuple[Any, ...]:
         lay = self.lay

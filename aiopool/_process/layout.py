@@ -25,8 +25,9 @@ The pool sleeps for a whole batch, not for the next row: before it sets ``armed`
 ``k`` from ``need`` and rings only when that takes ``need`` from above 0 to 0 or below; the pool
 subtracts the rows it collects itself after arming (its re-check). Every row committed after
 the pool's re-check is subtracted by its worker (the Dekker argument above), every earlier one
-by the pool, so the ring is never late; a row subtracted twice only makes it early, and the
-pool then arms again for what is left. With slow envs (a MuJoCo step of ~0.5 ms, commits every
+by the pool, so the ring is never late. Whoever takes ``need`` to 0 rings, the pool too (its own
+eventfd): a row subtracted twice (its worker saw the flag while the pool collected it) makes that
+happen early, and the woken pool then arms again for what is left. With slow envs (a MuJoCo step of ~0.5 ms, commits every
 ~1 ms) this is one wake-up of the pool per batch instead of one per commit.
 
 Ordering: a producer writes the rows, then the ring entry, then stores the tail (seq_cst, via
