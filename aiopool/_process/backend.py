@@ -403,7 +403,8 @@ class ProcessNative:
             # subtracted (committed around the arming) can make this happen before the batch
             # is whole; the ring then makes the waiter re-arm for what is left, where staying
             # silent would leave it asleep with `need` already spent.
-            if self._load(lay.armed[0]) and 0 < self._add(lay.need[0], head - tail) <= tail - head:
+            got = tail - head
+            if self._load(lay.armed[0]) and 0 < self._add(lay.need[0], -got) <= got:
                 _ring(self._pool_fd)
 
     def _gather(self, ids: npt.NDArray[np.int32]) -> tuple[Any, ...]:

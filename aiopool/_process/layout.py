@@ -27,8 +27,9 @@ subtracts the rows it collects itself after arming (its re-check). Every row com
 the pool's re-check is subtracted by its worker (the Dekker argument above), every earlier one
 by the pool, so the ring is never late. Whoever takes ``need`` to 0 rings, the pool too (its own
 eventfd): a row subtracted twice (its worker saw the flag while the pool collected it) makes that
-happen early, and the woken pool then arms again for what is left. With slow envs (a MuJoCo step of ~0.5 ms, commits every
-~1 ms) this is one wake-up of the pool per batch instead of one per commit.
+happen early, and the woken pool then arms again for what is left. With slow envs (a MuJoCo
+step of ~0.5 ms, commits every ~1 ms) this is one wake-up of the pool per batch instead of one
+per commit.
 
 Ordering: a producer writes the rows, then the ring entry, then stores the tail (seq_cst, via
 ``_core._atomic_store``); the consumer loads the tail (seq_cst) before reading entries and rows.
