@@ -8,9 +8,12 @@ of the same pool stepped in this process? Env-steps/s and µs per batch for
 - ``make_remote`` with 1 and 2 actors of 1 CPU each, consumed through ``stream()`` exactly as
   the in-process pool is (the same coroutine runs both: one contract);
 - for CartPole, rollout mode (``pool.rollouts(policy, horizon=128)``), where the policy runs in
-  the actor and one RPC carries 128 steps of all its envs.
+  the actor and one RPC carries 128 steps of all its envs, against its like in process: the
+  same pool (``n`` envs per thread, one batch of ``n``: what each actor holds) consumed through
+  ``stream()`` with the same policy called once per batch.
 
-Actions are precomputed random ints (in rollout mode the actor draws them). Every pool is made
+Stream runs send precomputed random ints; rollout mode and its in-process baseline call the
+same ``RandomPolicy`` (uniform random actions drawn per batch). Every pool is made
 once and warmed up; the runners are then interleaved, ``--repeats`` windows of ``--seconds``
 each, and the table shows medians (and the driver process's CPU per batch). Ray runs locally
 (``ray.init(num_cpus=8)``: CPUs are Ray's bookkeeping only, so idle pools do not block the
@@ -18,6 +21,13 @@ others' actors; the machine's cores are what they are). The load average is reco
 
     python benchmarks/distributed.py             # ~5 min on 2 cores (Pong's ROMs load first)
     python benchmarks/distributed.py --quick     # smoke run
+    python benchmarks/distributed.py --only CartPole --rollout   # rollout mode only, ~1 min
+    python benchmarks/distributed.py --constants # Ray's cost per call by reply size, ~1 min
+
+``--constants`` measures what the README's scaling model needs, Ray alone: an async actor
+returns a prebuilt array of S bytes (8 B; 64 KB, inlined in the reply; 1.8 MB, 7.2 MB and 16
+MB, through the object store) to an asyncio driver keeping 1 or 2 calls in flight; wall time
+per call, and the CPU time per call of the driver, the actor and the raylet (from /proc).
 """
 
 from __future__ import annotations
@@ -52,9 +62,11 @@ class RandomPolicy:
         return self.rng.integers(0, self.n, size=len(obs))
 
 
-async def measure_stream(pool: Any, seconds: float, warmup: float) -> dict[str, float]:
-    """``stream()`` + ``batch.send`` for ``seconds`` after ``warmup``; the pool stays usable
-    (every batch received gets its actions before the window ends)."""
+async def measure_stream(pool: Any, seconds: float, warmup: float,
+                         policy: RandomPolicy | None = None) -> dict[str, float]:
+    """``stream()`` + ``batch.send`` for ``seconds`` after ``warmup``, with precomputed
+    actions or ``policy(batch.obs)``; the pool stays usable (every batch received gets its
+    actions before the window ends)."""
     n_act = int(pool.single_action_space.n)
     acts = np.random.default_rng(0).integers(0, n_act, size=(64, pool.batch_size))
     k = steps = batches = 0
@@ -62,7 +74,7 @@ async def measure_stream(pool: Any, seconds: float, warmup: float) -> dict[str, 
     t0 = time.perf_counter()
     measuring = False
     async for batch in pool.stream():
-        batch.send(acts[k % 64, :len(batch)])
+        batch.send(acts[k % 64, :len(batch)] if policy is None else policy(batch.obs))
         k += 1
         now = time.perf_counter()
         if not measuring and now - t0 >= warmup:
@@ -99,20 +111,27 @@ async def measure_rollouts(pool: Any, seconds: float, warmup: float,
             "driver_cpu_us_per_batch": 1e6 * (time.process_time() - cpu) / max(frags, 1)}
 
 
-def build(env: str, n: int, b: int, horizon: int) -> list[tuple[str, Any, str]]:
+def build(env: str, n: int, b: int, horizon: int, rollout_only: bool,
+          ) -> list[tuple[str, Any, str]]:
     """(runner name, pool, mode) for one config: ``n`` envs per actor, batches of ``b``."""
     remote = {"num_cpus": 1, "num_threads": 1, "seed": 0}
-    runners: list[tuple[str, Any, str]] = [
-        ("in process, 1 thread", aiopool.make(env, num_envs=n, batch_size=b, num_threads=1),
-         "stream"),
-        ("in process, 2 threads, 2x envs",
-         aiopool.make(env, num_envs=2 * n, batch_size=b, num_threads=2), "stream"),
-        ("Ray, 1 actor", make_remote(env, num_envs=n, batch_size=b, **remote), "stream"),
-        ("Ray, 2 actors", make_remote(env, num_envs=2 * n, batch_size=b, num_actors=2,
-                                      **remote), "stream"),
-    ]
-    if horizon:
-        runners += [  # one batch of all an actor's envs: rollouts step them in lockstep
+    runners: list[tuple[str, Any, str]] = []
+    if not rollout_only:
+        runners += [
+            ("in process, 1 thread", aiopool.make(env, num_envs=n, batch_size=b, num_threads=1),
+             "stream"),
+            ("in process, 2 threads, 2x envs",
+             aiopool.make(env, num_envs=2 * n, batch_size=b, num_threads=2), "stream"),
+            ("Ray, 1 actor", make_remote(env, num_envs=n, batch_size=b, **remote), "stream"),
+            ("Ray, 2 actors", make_remote(env, num_envs=2 * n, batch_size=b, num_actors=2,
+                                          **remote), "stream"),
+        ]
+    if horizon:  # one batch of all an actor's envs: rollouts step them in lockstep
+        runners += [
+            (f"in process, 1 thread, B={n}, policy",
+             aiopool.make(env, num_envs=n, batch_size=n, num_threads=1), "policy"),
+            (f"in process, 2 threads, 2x envs, B={n}, policy",
+             aiopool.make(env, num_envs=2 * n, batch_size=n, num_threads=2), "policy"),
             (f"Ray rollout T={horizon}, 1 actor",
              make_remote(env, num_envs=n, batch_size=n, **remote), "rollout"),
             (f"Ray rollout T={horizon}, 2 actors",
@@ -122,21 +141,22 @@ def build(env: str, n: int, b: int, horizon: int) -> list[tuple[str, Any, str]]:
 
 
 async def run_config(env: str, n: int, b: int, horizon: int, repeats: int, seconds: float,
-                     warmup: float) -> list[dict[str, Any]]:
-    runners = build(env, n, b, horizon)
+                     warmup: float, rollout_only: bool) -> list[dict[str, Any]]:
+    runners = build(env, n, b, horizon, rollout_only)
     rows: list[dict[str, Any]] = []
     policies = {name: RandomPolicy(int(p.single_action_space.n)) for name, p, _ in runners}
     try:
         for name, pool, mode in runners:  # first reset (Atari: ROM loads) and warm-up
-            if mode == "stream":
-                await measure_stream(pool, 0.5, 0.5)
+            if mode != "rollout":
+                await measure_stream(pool, 0.5, 0.5, policies[name] if mode == "policy" else None)
             else:
                 await measure_rollouts(pool, 0.5, 0.5, policies[name], horizon)
         for rep in range(repeats):
             for name, pool, mode in runners:
                 load = os.getloadavg()[0]
-                if mode == "stream":
-                    r = await measure_stream(pool, seconds, warmup)
+                if mode != "rollout":
+                    r = await measure_stream(pool, seconds, warmup,
+                                             policies[name] if mode == "policy" else None)
                 else:
                     r = await measure_rollouts(pool, seconds, warmup, policies[name], horizon)
                 rows.append({"env": env, "envs_per_actor": n, "batch_size": b, "runner": name,
@@ -159,13 +179,14 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         med = {name: {k: statistics.median(r[k] for r in mine if r["runner"] == name)
                       for k in ("steps_per_s", "us_per_batch", "driver_cpu_us_per_batch")}
                for name in names}
-        base1 = med["in process, 1 thread"]["steps_per_s"]
-        base2 = med["in process, 2 threads, 2x envs"]["steps_per_s"]
-        for name in names:
+        for name in names:  # each against its like: same envs, threads (actors), actions
             two = ("2 " in name and "actors" in name) or "2 threads" in name
+            base = "in process, 2 threads, 2x envs" if two else "in process, 1 thread"
+            if "rollout" in name or "policy" in name:
+                base += f", B={n}, policy"
+            ratio = med[name]["steps_per_s"] / med[base]["steps_per_s"] if base in med else None
             out.append({"env": env, "envs_per_actor": n, "batch_size": b, "runner": name,
-                        **med[name], "vs_in_process": med[name]["steps_per_s"] / (
-                            base2 if two else base1)})
+                        **med[name], "vs_in_process": ratio})
     return out
 
 
@@ -174,9 +195,10 @@ def table(summary: list[dict[str, Any]]) -> str:
              "driver CPU µs per batch | × same-size in-process pool |",
              "|---|---|---|---|---|---|---|---|"]
     for s in summary:
+        ratio = "–" if s["vs_in_process"] is None else f"{s['vs_in_process']:.2f}"
         lines.append(f"| {s['env']} | {s['envs_per_actor']} | {s['batch_size']} | "
                      f"{s['runner']} | {s['steps_per_s']:,.0f} | {s['us_per_batch']:,.0f} | "
-                     f"{s['driver_cpu_us_per_batch']:,.0f} | {s['vs_in_process']:.2f} |")
+                     f"{s['driver_cpu_us_per_batch']:,.0f} | {ratio} |")
     return "\n".join(lines)
 
 
@@ -200,12 +222,87 @@ def plot(summary: list[dict[str, Any]], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
+@ray.remote
+class _Replier:
+    """Returns a prebuilt array of ``nbytes`` (the actor side of ``--constants``)."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[int, np.ndarray] = {}
+
+    async def reply(self, actions: np.ndarray, nbytes: int) -> np.ndarray:
+        if nbytes not in self.arrays:
+            self.arrays[nbytes] = np.ones(max(nbytes, 8) // 8)
+        return self.arrays[nbytes]
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def _cpu_seconds(pid: int) -> float:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_constants(scratch: str, calls: int) -> list[dict[str, Any]]:
+    """Wall and CPU per call of one actor call returning S bytes (see the module docstring)."""
+    actor = _Replier.remote()
+    pids = {ray.get(actor.pid.remote()): "actor", os.getpid(): "driver"}
+    for entry in Path("/proc").iterdir():  # this Ray's raylet (its command line names scratch)
+        with_scratch = entry.name.isdigit() and scratch in _cmdline(entry)
+        if with_scratch and "raylet" in _cmdline(entry).split(" ")[0]:
+            pids[int(entry.name)] = "raylet"
+    actions = np.zeros(64, np.int64)
+
+    async def run(nbytes: int, depth: int, n: int) -> None:
+        refs = [actor.reply.remote(actions, nbytes) for _ in range(depth)]
+        for _ in range(n):
+            await refs.pop(0)
+            refs.append(actor.reply.remote(actions, nbytes))
+        for ref in refs:
+            await ref
+
+    rows = []
+    for nbytes in (8, 64_000, 1_810_000, 7_240_000, 16_000_000):
+        for depth in (1, 2):
+            asyncio.run(run(nbytes, depth, 10))
+            n = calls if nbytes < 5_000_000 else max(calls // 3, 1)
+            load = os.getloadavg()[0]
+            cpu0 = {p: _cpu_seconds(p) for p in pids}
+            t0 = time.perf_counter()
+            asyncio.run(run(nbytes, depth, n))
+            wall = time.perf_counter() - t0
+            row: dict[str, Any] = {"bytes": nbytes, "depth": depth, "load1": load,
+                                   "ms_per_call": 1e3 * wall / (n + depth)}
+            for p, name in pids.items():
+                row[f"{name}_cpu_ms"] = 1e3 * (_cpu_seconds(p) - cpu0[p]) / (n + depth)
+            rows.append(row)
+            print(f"  {nbytes:>10,} B, {depth} in flight: {row['ms_per_call']:6.2f} ms/call, CPU "
+                  + ", ".join(f"{k[:-7]} {v:.2f}" for k, v in row.items() if k.endswith("_cpu_ms"))
+                  + " ms/call", flush=True)
+    ray.kill(actor)
+    return rows
+
+
+def _cmdline(entry: Path) -> str:
+    try:
+        return (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny budget (smoke test)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--only", default="", help="run configs whose env contains this")
+    parser.add_argument("--rollout", action="store_true",
+                        help="only rollout mode and its in-process baseline")
+    parser.add_argument("--envs", type=int, default=0,
+                        help="envs per actor (default: 128; rollout mode's batch is all of them)")
+    parser.add_argument("--constants", action="store_true",
+                        help="only Ray's cost per call by reply size (the scaling model's)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     configs = [("CartPole-v1", 128, 64, 128), ("Pong-v5", 128, 64, 0)]
@@ -213,16 +310,31 @@ def main() -> None:
     if args.quick:
         configs = [("CartPole-v1", 16, 8, 8)]
         repeats, seconds, warmup = 1, 0.3, 0.1
-    configs = [c for c in configs if args.only in c[0]]
+    configs = [(env, args.envs or n, min(b, args.envs or n), horizon)
+               for env, n, b, horizon in configs if args.only in env]
     scratch = tempfile.mkdtemp(prefix="r", dir="/tmp")  # short: socket paths <= 107 bytes
     os.environ.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0",
                       RAY_AUTH_MODE="disabled", RAY_TMPDIR=scratch)  # loopback, no ~/.ray token
     ray.init(num_cpus=8, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     load0 = os.getloadavg()
+    if args.constants:
+        try:
+            constants = measure_constants(scratch, 10 if args.quick else 100)
+        finally:
+            ray.shutdown()
+            shutil.rmtree(scratch, ignore_errors=True)
+        args.out.mkdir(parents=True, exist_ok=True)
+        path = args.out / "distributed_constants.json"
+        path.write_text(json.dumps({"ray": ray.__version__, "cpus": os.cpu_count(),
+                                    "load1_before": load0[0], "calls": constants}, indent=1))
+        print(f"load average {load0[0]:.2f} -> {os.getloadavg()[0]:.2f}; wrote {path}")
+        return
     rows: list[dict[str, Any]] = []
     try:
         for env, n, b, horizon in configs:
-            rows += asyncio.run(run_config(env, n, b, horizon, repeats, seconds, warmup))
+            if horizon or not args.rollout:
+                rows += asyncio.run(run_config(env, n, b, horizon, repeats, seconds, warmup,
+                                               args.rollout))
     finally:
         ray.shutdown()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -236,6 +348,10 @@ def main() -> None:
     stem = "distributed_quick" if args.quick else "distributed"
     if args.only:
         stem += "_" + "".join(c for c in args.only if c.isalnum())
+    if args.rollout:
+        stem += "_rollout"
+    if args.envs:
+        stem += f"_n{args.envs}"
     (args.out / f"{stem}.json").write_text(json.dumps(result, indent=1))
     plot(summary, args.out / f"{stem}.png")
     print(f"load average {load0[0]:.2f} -> {os.getloadavg()[0]:.2f}; "

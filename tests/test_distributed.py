@@ -1,6 +1,7 @@
 """Pools on Ray actors (aiopool.distributed) against a real local Ray: seed-for-seed equality
-with a local pool, the pool contract through the driver, actor faults in raise and restart
-modes, and no Ray process left behind.
+with a local pool, the pool contract through the driver, actor faults and a node removed in
+raise and restart modes, rollout mode (fragments equal to a local pool's; learning CartPole
+with weight pushes), and no Ray process left behind.
 
 One ``ray.init`` per module (2 CPUs on loopback, no token file, no usage stats, logs kept out
 of the test output); each actor asks for half a CPU, so two pools' actors fit while the
@@ -655,6 +656,58 @@ cluster.shutdown()
     assert took < 5.0, f"node loss reported after {took} s"
 
 
+@pytest.mark.slow  # ~20 s: a cluster of its own (3.4 s from the removal to the envs' return)
+def test_with_restart_the_stream_goes_on_after_a_node_is_removed() -> None:
+    code = """
+import asyncio, time
+import numpy as np, ray
+from ray.cluster_utils import Cluster
+from aiopool.distributed import make_remote
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+worker = cluster.add_node(num_cpus=1)
+ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
+def node_of(handle):
+    return ray.get(handle.__ray_call__.remote(lambda s: ray.get_runtime_context().get_node_id()))
+async def main():
+    # Half a CPU each, spread over the two nodes: the head has room for both after the loss.
+    pool = make_remote("Counting-v0", num_envs=8, batch_size=2, num_actors=2, num_cpus=0.5,
+                       placement_strategy="SPREAD", restart=True, step_ns=1_000_000)
+    nodes = [node_of(h) for h in pool.actors]
+    assert sorted(nodes) == sorted([cluster.head_node.node_id, worker.node_id]), nodes
+    victim = nodes.index(worker.node_id)
+    lost = set(pool.env_ids_of(victim))
+    n = 0
+    async for b in pool.stream():
+        b.send(np.ones(2, np.int64)); n += 1
+        if n == 50:
+            break
+    removed = time.monotonic()
+    cluster.remove_node(worker)
+    back = {}
+    rows = 0
+    while len(back) < len(lost) or rows < 200:
+        b = await pool.recv(timeout=60)  # ActorDied would fail the test
+        for k, i in enumerate(b.env_id.tolist()):
+            if i in lost and b.obs[k, 0] == 1:  # event 1: a reset, the first of a new life
+                assert b.info["elapsed_step"][k] == 0 and b.obs[k, 1] == 0
+                back.setdefault(i, time.monotonic() - removed)
+        rows += len(b)
+        b.send(np.ones(2, np.int64))
+    assert pool.restarts[victim] == 1 and pool.restarts[1 - victim] == 0, pool.restarts
+    assert node_of(pool.actors[victim]) == cluster.head_node.node_id
+    pool.close()
+    print(f"resumed after {max(back.values()):.3f} s")
+asyncio.run(main())
+ray.shutdown()
+cluster.shutdown()
+"""
+    seen, out, err, returncode = _run_watched(code)
+    _reap(seen)
+    assert returncode == 0, err[-3000:]
+    took = float(out.split("resumed after ")[1].split()[0])
+    assert took < 15.0, f"the lost envs came back {took} s after the node was removed"
+
+
 # -- no Ray process left behind ------------------------------------------------------------
 
 
@@ -765,6 +818,121 @@ async def test_rollouts_equal_a_local_pool_stepped_with_the_same_policy(batch_si
         got_rew = np.concatenate([f.reward for f in frags[j][:2]])
         np.testing.assert_array_equal(got_obs, np.array(want_obs)[:, cols])
         np.testing.assert_array_equal(got_rew, np.array(want_rew)[:, cols])
+
+
+@pytest.mark.asyncio
+async def test_lockstep_fragments_do_not_depend_on_the_rows_finish_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The actor's lockstep loop (in process, no Ray): rows that arrive out of env order (as
+    with several threads) are put in place before the policy sees them, so the fragments are
+    those of rows in order. Every batch is reversed here, so the scatter path runs each step."""
+    from aiopool.batch import Batch
+    from aiopool.distributed import _host
+
+    monkeypatch.setattr(_host, "_was_reconstructed", lambda: False)  # not in an actor
+
+    async def fragments(reverse: bool) -> list[dict[str, Any]]:
+        host = _host.PoolHost("CartPole-v1", 6, 6, 10, 3, {"num_threads": 1})
+        host.set_policy(LinearPolicy([0.0, 0.0, 1.0, 1.0]))
+        recv = host._pool.recv
+
+        async def reversed_recv() -> Batch:
+            b = await recv()
+            fields = tuple(f[::-1] for f in b.fields())
+            out = Batch((*fields[:5], None), b._names, b._pool)
+            out._fields = fields
+            return out
+
+        if reverse:
+            monkeypatch.setattr(host._pool, "recv", reversed_recv)
+        try:
+            return [await host.fragment(50) for _ in range(3)]
+        finally:
+            host.close()
+
+    want, got = await fragments(False), await fragments(True)
+    for w, g in zip(want, got, strict=True):
+        for key in ("obs", "actions", "next_obs", "env_id"):
+            np.testing.assert_array_equal(g[key], w[key])
+        assert g["fields"].keys() == w["fields"].keys()
+        for name in w["fields"]:
+            np.testing.assert_array_equal(g["fields"][name], w["fields"][name])
+    assert (want[-1]["fields"]["terminated"]).any()  # episodes ended (autoreset rows too)
+
+
+class ColumnPolicy:
+    """CEM's population in rollout mode: env ``j`` of each actor acts with its own linear
+    weights ``w[j]`` (push ``w`` of shape ``(n, 5)``, ``n`` envs an actor). Lockstep rollouts
+    (one batch of all an actor's envs) give it every env's obs in env order."""
+
+    def __init__(self, w: np.ndarray) -> None:
+        self.w = np.asarray(w, dtype=np.float64)
+
+    def set_weights(self, w: Any) -> None:
+        self.w = np.asarray(w, dtype=np.float64)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return (np.einsum("ij,ij->i", obs, self.w[:, :4]) + self.w[:, 4] > 0).astype(np.int64)
+
+
+def _first_whole_episodes(f: Any, seen: int, first: dict[tuple[int, int], float]) -> None:
+    """Record in ``first[(actor, env column)]`` the return of the first episode each env
+    began under ``f.policy_version`` (after the actor's first ``seen`` steps under it): one
+    unbiased sample per env, long episodes as likely as short ones."""
+    t = seen + np.arange(f.reward.shape[0])[:, None]  # steps under this version before each row
+    whole = (f.terminated | f.truncated) & (f.info["episode_length"] <= t)
+    for row, col in zip(*np.nonzero(whole), strict=True):
+        first.setdefault((f.actor, int(col)), float(f.info["episode_return"][row, col]))
+
+
+@ASYNCIO_ONLY
+async def test_rollout_mode_learns_cartpole_with_weight_pushes() -> None:
+    """The cross-entropy method over rollout fragments: each generation pushes a population
+    of linear policies (one per env column, played on both actors), scores each by the
+    steps it played per pole that fell (its mean episode length, truncations aside), and
+    refits, until half the population lets at most one pole fall in 600 steps (at most 25
+    generations). The mean policy must then average a return of 150 or more over the first
+    episode each env plays with it from start to end (random actions: ~22; episodes end at
+    200; a linear policy can reach 200 every time)."""
+    n, horizon = 32, 100  # envs an actor (the population); steps a fragment
+    per_generation, per_evaluation = 3, 5  # fragments an actor; 5: every env's first
+    # episode under the new weights has ended (the running one ends by 200, the next by 400)
+    rng = np.random.default_rng(0)
+    mean, std = np.zeros(5), np.ones(5)
+    start = time.monotonic()
+    with make_remote("CartPole-v1", num_envs=2 * n, batch_size=n, num_actors=2, seed=0,
+                     max_episode_steps=200, **HALF_CPU) as pool:
+        population = rng.normal(mean, std, size=(n, 5))
+        version, generations, evaluating = 0, 0, False
+        seen = [0, 0]
+        falls = np.zeros(n)
+        first: dict[tuple[int, int], float] = {}
+        async for f in pool.rollouts(ColumnPolicy(population), horizon=horizon):
+            if f.policy_version != version:
+                continue  # computed with older weights (depth 2: up to 2 an actor)
+            falls += f.terminated.sum(0)
+            _first_whole_episodes(f, seen[f.actor], first)
+            seen[f.actor] += horizon
+            if min(seen) < (per_evaluation if evaluating else per_generation) * horizon:
+                continue
+            if evaluating:
+                break
+            fitness = sum(seen) / (1 + falls)
+            elite = population[np.argsort(fitness)[-max(2, n // 5):]]
+            mean, std = elite.mean(0), elite.std(0) + 0.5 / (1 + generations)
+            generations += 1
+            evaluating = np.median(fitness) >= 300 or generations == 25  # <= 1 fall in 600
+            population = (np.tile(mean, (n, 1)) if evaluating
+                          else rng.normal(mean, std, size=(n, 5)))
+            version = pool.set_weights(population)
+            seen, falls, first = [0, 0], np.zeros(n), {}
+    took = time.monotonic() - start
+    assert len(first) == 2 * n, f"{len(first)} of {2 * n} envs ended an episode"
+    returns = np.array(list(first.values()))
+    assert returns.mean() >= 150, (
+        f"mean return {returns.mean():.1f} of the learned policy after {generations} "
+        f"generations (random: ~22)")
+    assert took < 60, f"took {took:.1f} s"
 
 
 # -- the example --------------------------------------------------------------------------------

@@ -287,31 +287,49 @@ class PoolHost:
 
     async def _lockstep(self, horizon: int, cur: npt.NDArray[Any],
                         all_ids: npt.NDArray[np.int32]) -> dict[str, Any]:
-        """One batch is every env (``batch_size == num_envs``): ``step()`` after ``step()``,
-        each step's rows copied once into row ``t``. For cheap envs this beats the stream:
-        their steps take less than the bookkeeping the stream needs per batch."""
-        pool = self._pool
-        n = pool.num_envs
-        obs = np.empty((horizon, *cur.shape), dtype=cur.dtype)
-        columns: dict[str, npt.NDArray[Any]] = {}
-        actions: npt.NDArray[Any] | None = None
+        """One batch is every env (``batch_size == num_envs``), the loop for cheap envs: per
+        step, the policy on the batch's obs (every env, in env order), the send (the envs
+        step from here on), then, while they step, the batch's rows copied into row ``t`` of
+        buffers made once per fragment. Nothing else runs per step: no sorting, no arrays
+        but the batch's own views. Rows come in finish order; when that is not env order
+        (several threads), they are scattered by env id before the policy sees them."""
+        pool, policy, recv, send = self._pool, self._policy, self._pool.recv, self._pool.send
+        in_order = all_ids.tobytes()
+        keep = [k for k, name in enumerate(pool._names) if name not in ("obs", "env_id")]
+        obs = np.empty((horizon + 1, *cur.shape), cur.dtype)  # row T: the next fragment's start
+        obs[0] = cur
+        act = await self._act(obs[0])
+        actions = np.empty((horizon, *act.shape), act.dtype)
+        actions[0] = act
+        send(act, all_ids)
+        columns: list[tuple[npt.NDArray[Any], int]] = []
         for t in range(horizon):
-            obs[t] = cur
-            act = await self._act(cur)
-            if actions is None:
-                actions = np.empty((horizon, *act.shape), dtype=act.dtype)
-            actions[t] = act
-            batch = await pool.step(act)
-            for name, field in zip(pool._names, batch.fields(), strict=True):
-                if name in ("obs", "env_id"):
-                    continue
-                if name not in columns:
-                    columns[name] = np.empty((horizon, n, *field.shape[1:]), field.dtype)
-                columns[name][t] = field
-            cur = batch.obs
-        self._obs = np.array(cur)
-        return {"obs": obs, "actions": actions, "next_obs": self._obs.copy(),
-                "env_id": all_ids + self._offset, "fields": columns,
+            fields = (await recv()).fields()
+            more = t + 1 < horizon
+            if not columns:
+                columns = [(np.empty((horizon, *fields[k].shape), fields[k].dtype), k)
+                           for k in keep]
+            ids = fields[4]
+            ordered = ids.tobytes() == in_order
+            if not ordered:  # the policy sees every env in env order: put the rows in place
+                obs[t + 1][ids] = fields[0]
+            if more:
+                act = policy(fields[0] if ordered else obs[t + 1])
+                if not isinstance(act, np.ndarray):
+                    act = np.asarray(await act if inspect.isawaitable(act) else act)
+                send(act, all_ids)
+                actions[t + 1] = act
+            if ordered:
+                obs[t + 1] = fields[0]
+                for col, k in columns:
+                    col[t] = fields[k]
+            else:
+                for col, k in columns:
+                    col[t][ids] = fields[k]
+        self._obs = obs[horizon].copy()
+        return {"obs": obs[:horizon], "actions": actions, "next_obs": obs[horizon],
+                "env_id": all_ids + self._offset,
+                "fields": {pool._names[k]: col for col, k in columns},
                 "policy_version": self._version}
 
     async def _first_obs(self) -> npt.NDArray[Any]:
