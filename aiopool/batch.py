@@ -55,7 +55,7 @@ class Batch:
         """Every field of the batch, in the native layout's order (see ``Pool.field_names``)."""
         if self._fields is None:
             head = (self.obs, self.reward, self.terminated, self.truncated, self.env_id)
-            rest = tuple(self._handle.array(i) for i in range(len(head), len(self._names)))
+            rest = tuple(map(self._handle.array, range(len(head), len(self._names))))
             self._fields = head + rest
         return self._fields
 

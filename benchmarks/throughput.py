@@ -21,8 +21,13 @@ Usage:
     python benchmarks/throughput.py --quick --env Counting-v0 --no-peers   # smoke test
     python benchmarks/throughput.py --env Pong-v5       # Atari: ale-py's vector env as a peer
 
+Then, unless ``--overhead-envs ''``, the adapter-overhead table: CPU µs per call of the
+gymnasium, SB3 and dm_env adapters against the raw pool's ``send`` + ``recv_blocking`` (and its
+async ``step``) at M = 1, 4, 16; and, when SyncVectorEnv ran, the gymnasium adapter ÷
+SyncVectorEnv per column.
+
 Writes ``<out>/throughput.json`` and ``<out>/throughput.png`` (default ``benchmarks/results``)
-and prints a markdown table.
+and prints markdown tables.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ TARGETS = (((32, 16), "EnvPool async"), ((256, 128), "limit"))
 MUJOCO_CONFIGS = "8/8/1,8/4/1,16/8/1,16/8/2,16/16/2,32/16/2"
 MUJOCO_TARGETS = (((16, 8), "EnvPool async"), ((16, 8), "limit"))
 ACTION_ROUNDS = 64  # distinct precomputed action arrays, cycled
+ADAPTER_ROW = "aiopool gymnasium adapter (step, B=M)"
 
 
 @dataclass(frozen=True)
@@ -508,6 +514,16 @@ def atari_gymnasium_env(rom: str) -> Any:
     return gym.wrappers.FrameStackObservation(env, 4)
 
 
+def run_atari_gymnasium_sync(env_id: str, shape: Shape, budget: Budget) -> Timing:
+    import functools
+
+    import gymnasium as gym
+
+    env = gym.vector.SyncVectorEnv(
+        [functools.partial(atari_gymnasium_env, _rom(env_id))] * shape.num_envs)
+    return run_vector_env(env, shape.num_envs, budget)
+
+
 def run_atari_gymnasium_async(env_id: str, shape: Shape, budget: Budget) -> Timing:
     import functools
 
@@ -532,8 +548,10 @@ def atari_peer_runners(env_id: str, max_gym_envs: int, skipped: list[str]) -> li
     except ImportError:
         skipped.append("gymnasium AtariPreprocessing: needs opencv-python-headless")
         return runners
-    runners.append(Runner("gymnasium AsyncVectorEnv (AtariPreprocessing)",
-                          run_atari_gymnasium_async, envs_only(max_gym_envs), "peer"))
+    runners += [Runner("gymnasium SyncVectorEnv (AtariPreprocessing)", run_atari_gymnasium_sync,
+                       envs_only(max_gym_envs), "peer"),
+                Runner("gymnasium AsyncVectorEnv (AtariPreprocessing)",
+                       run_atari_gymnasium_async, envs_only(max_gym_envs), "peer")]
     skipped.append(f"gymnasium runners at M > {max_gym_envs} (--max-gym-envs)")
     return runners
 
@@ -601,8 +619,7 @@ def make_runners(args: argparse.Namespace, limit: Limit | None,
         Runner("aiopool recv+send (asyncio)", run_aiopool_recv_send, same, "aiopool"),
         Runner("aiopool step (asyncio, B=M)", run_aiopool_step, whole_batch, "aiopool"),
         Runner("aiopool recv_blocking+send", run_aiopool_recv_blocking, same, "aiopool"),
-        Runner("aiopool gymnasium adapter (step, B=M)", run_aiopool_gymnasium, whole_batch,
-               "aiopool"),
+        Runner(ADAPTER_ROW, run_aiopool_gymnasium, whole_batch, "aiopool"),
     ]
     if args.no_peers:
         skipped.append("peers: --no-peers")
@@ -645,6 +662,181 @@ def peer_runners(env_id: str, max_gym_envs: int, skipped: list[str]) -> list[Run
     else:
         skipped.append(f"gymnasium: has no {env_id}")
     return runners
+
+
+# -- adapter overhead: CPU time per call of the sync adapters over the raw pool ------------
+# Throughput mixes the adapters' Python layers with the env steps and the wake-ups; this
+# isolates the layers. Each runner steps every env of an M-env pool (B = M, the default worker
+# threads, as the adapters make it) in a loop, and takes each call's CPU time on the calling
+# thread (time.thread_time_ns: the workers' time and the time asleep are not counted, so other
+# jobs on the machine matter less). A repeat is the median over its calls; runners are
+# interleaved within each repeat, and an overhead is the median of the per-repeat differences
+# from the raw pool's send + recv_blocking, the lockstep the adapters run on.
+
+OVERHEAD_ENVS = "1,4,16"
+OVERHEAD_RAW = "pool send + recv_blocking"
+
+
+def overhead_makers(env_id: str, skipped: list[str]) -> dict[str, Callable[[int], Any]]:
+    """name -> make(num_envs) -> (step(actions), [actions...], close()), raw pool first."""
+
+    def raw(m: int) -> Any:
+        pool = aiopool.make(env_id, m, m, seed=0)
+        pool.async_reset()
+        pool.recv_blocking()
+
+        def step(actions: Any) -> None:
+            pool.send(actions)
+            pool.recv_blocking()
+
+        return step, _actions(pool.single_action_space, m), pool.close
+
+    def pool_step(m: int) -> Any:
+        loop = asyncio.new_event_loop()
+        pool = aiopool.make(env_id, m, m, seed=0)
+        pool.async_reset()
+        loop.run_until_complete(pool.recv())
+
+        def close() -> None:
+            pool.close()
+            loop.close()
+
+        return AsyncSteps(loop, pool.step), _actions(pool.single_action_space, m), close
+
+    def gymnasium(m: int) -> Any:
+        env = aiopool.make_gymnasium(env_id, m, seed=0)
+        env.reset(seed=0)
+        return env.step, _actions(env.single_action_space, m), env.close
+
+    def sb3(m: int) -> Any:
+        env = aiopool.make_sb3(env_id, m, seed=0)
+        env.reset()
+        return env.step, _actions(env.action_space, m), env.close
+
+    def dm(m: int) -> Any:
+        env = aiopool.make_dm(env_id, m, seed=0)
+        env.reset()
+        actions = _actions(env._steps.pool.single_action_space, m)
+        return env.step, [a[0] for a in actions] if m == 1 else actions, env.close
+
+    makers = {OVERHEAD_RAW: raw, "pool step (asyncio)": pool_step, "gymnasium adapter": gymnasium}
+    for name, module, make_ in (("SB3 adapter", "stable_baselines3", sb3),
+                                ("dm_env adapter", "dm_env", dm)):
+        try:
+            __import__(module)
+            makers[name] = make_
+        except ImportError:
+            skipped.append(f"{name} overhead: {module} is not installed")
+    return makers
+
+
+class AsyncSteps:
+    """``Pool.step`` timed per call inside its event loop (entering the loop is not counted):
+    ``timed(actions, calls, deadline)`` runs the calls and returns their CPU times."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, step: Callable[[Any], Any]) -> None:
+        self.loop, self.step = loop, step
+
+    def timed(self, actions: list[Any], calls: int, deadline: float) -> list[int]:
+        async def main() -> list[int]:
+            return [t async for t in _atimed(self.step, actions, calls, deadline)]
+
+        return self.loop.run_until_complete(main())
+
+
+async def _atimed(step: Callable[[Any], Any], actions: list[Any], calls: int,
+                  deadline: float) -> Any:
+    clock = time.thread_time_ns
+    for i in range(calls):
+        a = actions[i % len(actions)]
+        t0 = clock()
+        await step(a)
+        yield clock() - t0
+        if time.perf_counter() > deadline and i >= 10:
+            return
+
+
+def _timed(step: Any, actions: list[Any], calls: int, deadline: float) -> list[int]:
+    """CPU ns of each of up to ``calls`` calls of ``step`` (at least 10, else until
+    ``deadline``)."""
+    if isinstance(step, AsyncSteps):
+        return step.timed(actions, calls, deadline)
+    clock = time.thread_time_ns
+    out = []
+    for i in range(calls):
+        a = actions[i % len(actions)]
+        t0 = clock()
+        step(a)
+        out.append(clock() - t0)
+        if time.perf_counter() > deadline and i >= 10:
+            break
+    return out
+
+
+def _actions(space: Any, m: int) -> list[Any]:
+    cycle = action_cycle(space, m)
+    return [next(cycle) for _ in range(ACTION_ROUNDS)]
+
+
+@dataclass
+class Overhead:
+    """Per-call CPU µs: ``per_call[runner][M]`` one value per repeat; ``over_raw``: the median
+    of the per-repeat differences from the raw pool's send + recv_blocking."""
+
+    envs: list[int]
+    per_call: dict[str, dict[int, list[float]]]
+
+    def median(self, runner: str, m: int) -> float | None:
+        v = self.per_call.get(runner, {}).get(m)
+        return statistics.median(v) if v else None
+
+    def over_raw(self, runner: str, m: int) -> float | None:
+        v, raw = self.per_call.get(runner, {}).get(m), self.per_call[OVERHEAD_RAW].get(m)
+        if not v or not raw or len(v) != len(raw):
+            return None
+        return statistics.median(a - b for a, b in zip(v, raw, strict=True))
+
+
+def measure_overhead(env_id: str, envs: list[int], repeats: int, calls: int,
+                     seconds: float, skipped: list[str]) -> Overhead:
+    makers = overhead_makers(env_id, skipped)
+    per_call: dict[str, dict[int, list[float]]] = {name: {} for name in makers}
+    for m in envs:
+        made = {name: make(m) for name, make in makers.items()}
+        try:
+            for step, actions, _close in made.values():  # warm up: 10 calls each
+                _timed(step, actions, 10, 0.0)
+            for repeat in range(repeats):
+                order = list(made)
+                random.Random(repeat).shuffle(order)
+                for name in order:
+                    step, actions, _close = made[name]
+                    ns = _timed(step, actions, calls, time.perf_counter() + seconds)
+                    per_call[name].setdefault(m, []).append(statistics.median(ns) / 1e3)
+                print(f"  [overhead {repeat + 1}/{repeats}] M={m}: " + ", ".join(
+                    f"{name} {per_call[name][m][-1]:.1f} µs" for name in made),
+                    file=sys.stderr, flush=True)
+        finally:
+            for made_ in made.values():
+                made_[2]()  # close
+    return Overhead(envs, per_call)
+
+
+def render_overhead(o: Overhead) -> str:
+    head = ["per call, µs of CPU (calling thread)", *(f"M = {m}" for m in o.envs)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for runner in o.per_call:
+        cells = [runner]
+        for m in o.envs:
+            med, over = o.median(runner, m), o.over_raw(runner, m)
+            cells.append("—" if med is None else f"{med:.1f}" if runner == OVERHEAD_RAW
+                         else f"{med:.1f} (+{over:.1f})" if over is not None else f"{med:.1f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join([
+        f"**Adapter overhead**: CPU time per call of the calling thread (median over repeats "
+        f"of each repeat's median call), one step of every env of an M-env pool (B = M, "
+        f"default worker threads); (+x): over {OVERHEAD_RAW}, the median of the per-repeat "
+        "differences", "", *lines])
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -727,6 +919,18 @@ def fmt_rate(v: float, unit: str = "M") -> str:
     v /= UNITS[unit]
     return (f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 1 else f"{v:.3f}" if v >= 0.1
             else f"{v:.3g}")
+
+
+def adapter_vs_sync(table: Table) -> dict[str, float]:
+    """The gymnasium adapter ÷ gymnasium's SyncVectorEnv per column (the issue's target: at
+    least 1 at M = 1, 4 and 16), where the run measured both."""
+    sync = next((r for r in table.rows if r.startswith("gymnasium SyncVectorEnv")), None)
+    out: dict[str, float] = {}
+    for c in table.columns:
+        s, r = table.value(ADAPTER_ROW, c), None if sync is None else table.value(sync, c)
+        if s is not None and r is not None:
+            out[c.label] = ratio(s, r)
+    return out
 
 
 def render(table: Table) -> str:
@@ -831,10 +1035,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "during the whole run, as on a machine where another job takes a core")
     p.add_argument("--quick", action="store_true",
                    help=f"smoke test: configs {QUICK_CONFIGS}, 1 repeat, 0.2 s")
+    p.add_argument("--overhead-envs", default=OVERHEAD_ENVS,
+                   help="pool sizes M of the adapter-overhead table (CPU µs per call of the "
+                        f"sync adapters and the raw pool; default {OVERHEAD_ENVS}; '' skips "
+                        "it, as does an --only that does not match 'adapter')")
+    p.add_argument("--overhead-calls", type=int, default=300,
+                   help="calls per runner and repeat in the overhead table (fewer if they "
+                        "take longer than --seconds)")
     args = p.parse_args(argv)
     if args.quick:
         args.configs = args.configs or QUICK_CONFIGS
         args.repeats, args.seconds, args.warmup = 1, 0.2, 0.05
+        args.overhead_calls = min(args.overhead_calls, 30)
     if args.env is None:
         args.env = "CartPole-v1" if "CartPole-v1" in aiopool.list_envs() else "Counting-v0"
     args.configs = args.configs or family(args.env).configs
@@ -865,10 +1077,16 @@ def main(argv: list[str] | None = None) -> int:
     for note in skipped:
         print(f"skipped {note}", file=sys.stderr)
 
+    overhead_envs = [int(m) for m in args.overhead_envs.split(",") if m.strip()]
+    if args.only and not re.search(args.only, "adapter overhead"):
+        overhead_envs = []
     started = time.monotonic()
     loads = [os.getloadavg()]
     with busy_neighbour(args.busy_neighbour) as neighbour:
         measurements = measure_all(args, runners, shapes, budget, loads)
+        overhead = (measure_overhead(args.env, overhead_envs, args.repeats, args.overhead_calls,
+                                     args.seconds, skipped) if overhead_envs else None)
+        loads.append(os.getloadavg())
     run_seconds = time.monotonic() - started
     summaries = summarise(measurements)
     fam = family(args.env)
@@ -885,6 +1103,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.repeats} interleaved repeats × {args.seconds} s after {args.warmup} s warm-up;"
           f" run time {run_seconds:.0f} s.\n")
     print(text)
+    if vs_sync := adapter_vs_sync(table):
+        print("\ngymnasium adapter ÷ SyncVectorEnv (median of the per-repeat ratios): " +
+              ", ".join(f"{label}: {r:.2f}" for label, r in vs_sync.items()))
+    if overhead is not None:
+        print("\n" + render_overhead(overhead))
     if skipped:
         print("\nSkipped: " + "; ".join(skipped))
 
@@ -908,6 +1131,16 @@ def main(argv: list[str] | None = None) -> int:
         "measurements": [{"runner": m.runner, **asdict(m.shape), "repeat": m.repeat,
                           "steps": m.steps, "seconds": m.seconds, "rate": m.rate}
                          for m in measurements],
+        "adapter_vs_sync_vector_env": adapter_vs_sync(table),
+        "adapter_overhead": None if overhead is None else {
+            "unit": "µs of CPU time of the calling thread per call (all M envs stepped)",
+            "envs": overhead.envs, "raw": OVERHEAD_RAW,
+            "median": {r: {str(m): overhead.median(r, m) for m in overhead.envs}
+                       for r in overhead.per_call},
+            "over_raw": {r: {str(m): overhead.over_raw(r, m) for m in overhead.envs}
+                         for r in overhead.per_call if r != OVERHEAD_RAW},
+            "per_repeat": {r: {str(m): v for m, v in by_m.items()}
+                           for r, by_m in overhead.per_call.items()}},
     }
     (args.out / "throughput.json").write_text(json.dumps(result, indent=1))
     plot(table, args.out / "throughput.png", title)

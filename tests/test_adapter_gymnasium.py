@@ -62,9 +62,16 @@ def _same(a: Any, b: Any, where: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES, ids=[m.value for m in MODES])
-@pytest.mark.parametrize("env_id", ["CartPole-v1", "Acrobot-v1", "MountainCarContinuous-v0"])
-def test_matches_sync_vector_env_step_by_step(env_id: str, mode: AutoresetMode) -> None:
+@pytest.mark.parametrize(("env_id", "path"), [
+    ("CartPole-v1", "any"), ("Acrobot-v1", "any"), ("MountainCarContinuous-v0", "any"),
+    ("CartPole-v1", "gathered")])
+def test_matches_sync_vector_env_step_by_step(env_id: str, mode: AutoresetMode,
+                                              path: str) -> None:
+    """``path="gathered"``: every call takes the lockstep's general path (sort and gather),
+    as if no batch came in env id order; otherwise mostly the in-order one."""
     ref, ours = _pair(env_id, mode)
+    if path == "gathered":
+        ours._steps._ids_bytes = b"never in order"  # type: ignore[attr-defined]
     with closing(ref), closing(ours):
         assert ours.metadata["autoreset_mode"] is mode
         assert ours.observation_space == ref.observation_space
@@ -341,3 +348,98 @@ def test_spec_get_attr_set_attr_and_call_as_sync_vector_env() -> None:
         with pytest.raises(NotImplementedError, match="pass the env's constructor kwargs"):
             ours.set_attr("gravity", 3.0)
         ours.step(np.zeros(NUM_ENVS, dtype=np.int64))  # still usable
+
+
+def _permuted(batch: aiopool.Batch, rows: list[int]) -> aiopool.Batch:
+    """The rows ``rows`` of ``batch`` as a batch of their own, in that order."""
+    fields = tuple(f[rows] for f in batch.fields())
+    out = aiopool.Batch((*fields[:5], None), batch._names, batch._pool)
+    out._fields = fields
+    return out
+
+
+def _same_rows(a: Any, b: Any, where: str) -> None:
+    """Two Rows (or parts of them) equal in structure, dtypes and bytes."""
+    if isinstance(a, dict):
+        assert list(a) == list(b), f"{where}: keys {list(a)} vs {list(b)}"
+        for k in a:
+            _same_rows(a[k], b[k], f"{where}[{k!r}]")
+    elif isinstance(a, tuple):
+        for k, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same_rows(x, y, f"{where}.{k}")
+    else:
+        _same(a, b, where)
+
+
+@pytest.mark.parametrize("autoreset", ["next_step", "same_step"])
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "HalfCheetah-v5"])
+def test_rows_in_order_equal_the_general_path(env_id: str, autoreset: str) -> None:
+    """The lockstep's fast path (one batch, rows in env id order: each field copied once, the
+    final ones only if an episode ended) gives what the general path gives for the same rows
+    arriving shuffled, in one batch or two."""
+    from aiopool.adapters import Plan, _rows, _rows_in_order
+
+    n = 4
+    with aiopool.make(env_id, n, n, num_threads=1, seed=3, autoreset=autoreset,
+                      max_episode_steps=15) as pool:
+        ids = np.arange(n, dtype=np.int32)
+        space = pool.single_action_space
+        space.seed(0)
+        ended = finals = 0
+        pool.async_reset()
+        for t in range(60):
+            batch = pool.recv_blocking()
+            assert batch.env_id.tolist() == ids.tolist(), "one worker thread: in env order"
+            fast = _rows_in_order(batch, ids, Plan.of(pool._names, None))
+            assert fast.env_id is ids
+            for rows in ([3, 1, 0, 2], [2, 3, 0, 1]):
+                shuffled = _permuted(batch, rows)
+                general = _rows([shuffled], Plan.of(pool._names, None))
+                _same_rows(general._asdict(), fast._asdict(), f"step {t} shuffled {rows}")
+                halves = [_permuted(batch, rows[:1]), _permuted(batch, rows[1:])]
+                general = _rows(halves, Plan.of(pool._names, None))
+                _same_rows(general._asdict(), fast._asdict(), f"step {t} in two {rows}")
+            for value in (fast.obs, fast.reward, fast.terminated, *fast.info.values()):
+                for array in value.values() if isinstance(value, dict) else [value]:
+                    assert array.flags.writeable and array.flags.owndata, f"step {t}"
+            some_ended = bool((batch.terminated | batch.truncated).any())
+            assert ("final_obs" in fast.info) == (autoreset == "same_step" and some_ended)
+            ended += some_ended
+            finals += "final_info" in fast.info
+            pool.send(np.stack([space.sample() for _ in range(n)]))
+        pool.recv_blocking()
+        assert ended >= 3 and (finals >= 3) == (autoreset == "same_step"), (ended, finals)
+
+
+def test_step_arrays_are_the_callers_and_masks_shared_read_only() -> None:
+    """A step's arrays are writeable copies that later steps leave alone; the all-True
+    ``_key`` masks of a step are read-only and the same arrays every step."""
+    with closing(make_gymnasium("HalfCheetah-v5", 3, num_threads=1)) as envs:
+        envs.reset(seed=0)
+        actions = np.zeros((3, 6), dtype=np.float32)
+        obs, reward, term, trunc, info = envs.step(actions)
+        kept = [a.copy() for a in (obs, reward, term, trunc)]
+        kept_info = {k: v.copy() for k, v in info.items()}
+        for _ in range(3):
+            obs2, reward2, _, _, info2 = envs.step(actions + 0.5)
+        for a, b in zip((obs, reward, term, trunc), kept, strict=True):
+            _same(b, a, "a step's arrays after later steps")
+            assert a.flags.writeable and a.flags.owndata
+        for k, v in info.items():
+            _same(kept_info[k], v, f"info[{k!r}] after later steps")
+        assert obs2.tobytes() != obs.tobytes() and reward2.tobytes() != reward.tobytes()
+        assert {"x_position", "reward_ctrl", "episode_return", "elapsed_step"} <= set(info)
+        assert [k for k in info if not k.startswith("_")] == [k[1:] for k in info
+                                                               if k.startswith("_")]
+        for k, v in info.items():
+            if k.startswith("_"):
+                assert v.tolist() == [True] * 3 and not v.flags.writeable, k
+                assert info2[k] is v, f"{k}: the same mask every step"
+            else:
+                assert v.flags.writeable and v is not info2[k], k
+        with pytest.raises(ValueError, match="read-only"):
+            info["_x_position"][0] = False
+        # Partial resets give masks of their own, True only for the envs reset.
+        _, reset_info = envs.reset(options={"reset_mask": np.array([False, True, False])})
+        assert reset_info["_elapsed_step"].tolist() == [False, True, False]
+        assert reset_info["_elapsed_step"].flags.writeable

@@ -171,3 +171,34 @@ def test_atari_episodes_report_game_scores_and_the_family_info() -> None:
     for score, total, clipped_total, lives in episodes:
         assert score == total and score > clipped_total, episodes
         assert lives == 0  # a game over, not a lost life
+
+
+def test_mujoco_family_infos_match_dummy_vec_env() -> None:
+    """The family's info keys per env, as DummyVecEnv's (the terminal step's where an episode
+    ended), beside the pool's own; Python scalars as SB3 code expects."""
+    kw = {"max_episode_steps": 20}
+    ref = _dummy("HalfCheetah-v5", **kw)
+    ours = make_sb3("HalfCheetah-v5", NUM_ENVS, num_threads=1, **kw)
+    try:
+        ref.seed(3)
+        ours.seed(3)
+        assert ref.reset().tobytes() == ours.reset().tobytes()
+        space = ref.action_space
+        space.seed(4)
+        keys = ("x_position", "x_velocity", "reward_forward", "reward_ctrl")
+        ended = 0
+        for t in range(50):
+            actions = np.stack([space.sample() for _ in range(NUM_ENVS)])
+            obs_ref, *_, infos_ref = ref.step(actions)
+            obs, _, done, infos = ours.step(actions)
+            assert obs.tobytes() == obs_ref.tobytes(), f"step {t}"
+            ended += int(done.sum())
+            for i, (a, b) in enumerate(zip(infos_ref, infos, strict=True)):
+                assert {k: a[k] for k in keys} == {k: b[k] for k in keys}, f"step {t} env {i}"
+                assert all(type(b[k]) is float for k in keys)
+                assert type(b["mujoco_warning"]) is bool
+                assert ("episode" in b) == bool(done[i]) == ("terminal_observation" in b)
+        assert ended == 2 * NUM_ENVS
+    finally:
+        ref.close()
+        ours.close()

@@ -8,11 +8,16 @@ Each adapter owns a ``Lockstep``: a pool whose ``batch_size`` is the adapter's `
 call sends to its envs, waits for exactly their rows (in ``recv_blocking``, GIL released) and
 returns them ordered by env id as writeable copies. Resetting only some envs (gymnasium's
 ``reset_mask``) ends with ``Pool.flush``, which hands out their rows as one short batch.
+
+The copies are the adapters' main cost per call, so the common case takes a short path: one
+batch whose rows are already in env id order (with one worker thread they always are) has each
+field copied once, with no sort, and only the fields the adapter reads (``Plan``, worked out
+once per pool); other batches are sorted and gathered (``_rows``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -22,17 +27,19 @@ from ..batch import Batch
 from ..pool import Pool
 from ..registry import make
 
-__all__ = ["Lockstep", "Rows"]
+__all__ = ["Lockstep", "Plan", "Rows"]
 
 Seeds = int | Sequence[int | None] | None
 
 
 class Rows(NamedTuple):
-    """One row per env of a lockstep call, ordered by env id; every array is a writeable copy.
+    """One row per env of a lockstep call, ordered by env id; every array but ``env_id`` (the
+    lockstep's own read-only ids, or the ``env_ids`` it was asked for) is a writeable copy.
 
     ``info`` holds the pool's info arrays (``elapsed_step``, ``episode_return``,
-    ``episode_length``, family extras) and, with ``autoreset="same_step"``, ``final_obs`` and
-    the dict ``final_info`` (valid where ``terminated | truncated``).
+    ``episode_length``, family extras; only the adapter's ``info_keys`` if it named some) and,
+    with ``autoreset="same_step"`` when an episode ended, ``final_obs`` and the dict
+    ``final_info`` (valid where ``terminated | truncated``; left out when no episode ended).
     """
 
     env_id: npt.NDArray[np.int32]
@@ -43,11 +50,40 @@ class Rows(NamedTuple):
     info: dict[str, Any]
 
 
+class Plan(NamedTuple):
+    """Where each key of ``Rows.info`` comes from: indices into ``Batch.fields()``, worked out
+    once per pool from its field names."""
+
+    info: tuple[tuple[int, str], ...]  # (field, key) of the plain info keys
+    final_obs: int | None  # the field of final_obs (same_step)
+    final_info: tuple[tuple[int, str], ...]  # (field, key) of final_info's keys (same_step)
+
+    @classmethod
+    def of(cls, names: Sequence[str], keep: Collection[str] | None) -> Plan:
+        info: list[tuple[int, str]] = []
+        final_info: list[tuple[int, str]] = []
+        final_obs = None
+        for i, name in enumerate(names[5:], 5):
+            if name.startswith("final_info."):
+                final_info.append((i, name[len("final_info."):]))
+            elif name == "final_obs":
+                final_obs = i
+            elif keep is None or name in keep:
+                info.append((i, name))
+        return cls(tuple(info), final_obs, tuple(final_info))
+
+    @property
+    def keys(self) -> list[str]:
+        """The plain info keys, in field order."""
+        return [key for _, key in self.info]
+
+
 class Lockstep:
     """A pool stepped like a sync vector env: each call returns every row it asked for.
 
     Args:
         env_id, num_envs, seed, autoreset, num_threads: as ``aiopool.make``.
+        info_keys: the info keys the adapter reads (default all); the others are not copied.
         **make_kwargs: passed on to ``aiopool.make`` (``max_episode_steps``, env kwargs, ...).
 
     A call interrupted while waiting (Ctrl-C) loses nothing: the rows received so far are
@@ -56,7 +92,8 @@ class Lockstep:
     """
 
     def __init__(self, env_id: str, num_envs: int, *, seed: int | None, autoreset: str,
-                 num_threads: int | None, **make_kwargs: Any) -> None:
+                 num_threads: int | None, info_keys: Collection[str] | None = None,
+                 **make_kwargs: Any) -> None:
         if "batch_size" in make_kwargs:
             raise TypeError("the sync adapters step every env at once; batch_size is num_envs "
                             "(use aiopool.make for batches smaller than the pool)")
@@ -66,15 +103,21 @@ class Lockstep:
         self.pool: Pool = make(env_id, num_envs, batch_size=num_envs,
                                num_threads=num_threads, seed=seed, autoreset=autoreset,
                                **make_kwargs)
+        self.plan = Plan.of(self.pool._names, info_keys)
         self.ever_reset = False
         self._ids = np.arange(num_envs, dtype=np.int32)
+        self._ids.flags.writeable = False  # the env_id of every whole-pool Rows
+        self._ids_bytes = self._ids.tobytes()
         self._pending: str | None = None  # "reset" or "step" while its rows are awaited
         self._awaiting = 0  # rows of the pending call not yet received
         self._inbox: list[Batch] = []  # batches of the pending call received so far
+        # The obs of the last rows as the pool's read-only batch holds them, when the rows came
+        # in env id order (``_rows_in_order``), else None: the caller's copy is not safe to keep.
+        self.last_obs: Any = None
 
     def reset(self, env_ids: npt.NDArray[np.int32] | None = None,
               seed: Seeds = None) -> Rows:
-        """Reset ``env_ids`` (default all) and return their first rows.
+        """Reset ``env_ids`` (sorted; default all) and return their first rows.
 
         ``seed``: None continues each env's random stream; an int seeds env ``i`` with
         ``seed + i``; a sequence gives env ``i`` the seed ``seed[i]`` (None: unseeded).
@@ -95,13 +138,8 @@ class Lockstep:
 
     def send(self, actions: npt.ArrayLike) -> None:
         """Send one action per env; ``wait`` returns the rows."""
-        if not self.ever_reset:
-            raise RuntimeError("step() before reset(): call reset() first")
-        if self._pending is not None:
-            raise RuntimeError(
-                f"the results of the previous {self._pending} have not all been received (it "
-                "was interrupted, or SB3's step_async() was not followed by step_wait()); call "
-                "reset(), or step_wait() to receive a pending step")
+        if self._pending is not None or not self.ever_reset:
+            self._check_can_send()
         self.pool.send(actions, self._ids)
         self._pending, self._awaiting = "step", self.num_envs
 
@@ -113,13 +151,25 @@ class Lockstep:
         return self._gather(self._ids)
 
     def step(self, actions: npt.ArrayLike) -> Rows:
-        self.send(actions)
-        return self.wait()
+        """``send`` then ``wait`` (inlined: this is every adapter's hot path)."""
+        if self._pending is not None or not self.ever_reset:
+            self._check_can_send()
+        self.pool.send(actions, self._ids)
+        self._pending, self._awaiting = "step", self.num_envs
+        return self._gather(self._ids)
 
     def close(self) -> None:
         self.pool.close()
 
     # -- internals ------------------------------------------------------------------------
+
+    def _check_can_send(self) -> None:
+        if not self.ever_reset:
+            raise RuntimeError("step() before reset(): call reset() first")
+        raise RuntimeError(
+            f"the results of the previous {self._pending} have not all been received (it "
+            "was interrupted, or SB3's step_async() was not followed by step_wait()); call "
+            "reset(), or step_wait() to receive a pending step")
 
     def _drain(self) -> None:
         """Receive and drop the rows of a pending call, so every env is idle again."""
@@ -129,65 +179,66 @@ class Lockstep:
         self._pending = None
 
     def _gather(self, ids: npt.NDArray[np.int32]) -> Rows:
+        batches = self._inbox
         while self._awaiting > 0:
             batch = self.pool.recv_blocking()
-            self._inbox.append(batch)
-            self._awaiting -= len(batch)
-        batches, self._inbox, self._pending = self._inbox, [], None
-        return _rows(batches, ids)
+            batches.append(batch)
+            self._awaiting -= len(batch.env_id)
+        self._inbox, self._pending = [], None
+        # Mostly one batch holding every env asked for, in env id order (one worker thread
+        # finishes them in the order they were sent).
+        if len(batches) == 1 and batches[0].env_id.tobytes() == (
+                self._ids_bytes if ids is self._ids else ids.tobytes()):
+            self.last_obs = batches[0].obs
+            return _rows_in_order(batches[0], ids, self.plan)
+        self.last_obs = None
+        return _rows(batches, self.plan)
 
 
-def _rows(batches: list[Batch], ids: npt.NDArray[np.int32]) -> Rows:
-    """The rows of ``ids`` (sorted env ids) out of ``batches``, ordered by env id."""
-    if len(batches) == 1 and len(batches[0]) == len(ids):
-        return _rows_of_one(batches[0])
-    env_id = np.concatenate([b.env_id for b in batches])
-    order = np.argsort(env_id, kind="stable")
-    take = order[np.searchsorted(env_id[order], ids)]
-
-    def pick(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
-        whole = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        return whole[take]  # fancy indexing: a writeable copy
-
-    info: dict[str, Any] = {}
-    for key, value in batches[0].info.items():
-        if isinstance(value, dict):
-            info[key] = {k: pick([b.info[key][k] for b in batches]) for k in value}
-        else:
-            info[key] = pick([b.info[key] for b in batches])
-    return Rows(env_id=pick([b.env_id for b in batches]),
-                obs=obs_map(pick, [b.obs for b in batches]),
-                reward=pick([b.reward for b in batches]),
-                terminated=pick([b.terminated for b in batches]),
-                truncated=pick([b.truncated for b in batches]), info=info)
+def _rows_in_order(batch: Batch, ids: npt.NDArray[np.int32], plan: Plan) -> Rows:
+    """The rows of a batch that holds exactly ``ids``, in that order (a lockstep step
+    mostly is one): each field the plan names copied once, and the final ones only if an
+    episode ended."""
+    f = batch.fields()
+    obs = f[0]
+    info: dict[str, Any] = {key: f[i].copy() for i, key in plan.info}
+    terminated, truncated = f[2], f[3]
+    if (plan.final_info or plan.final_obs is not None) and (
+            np.count_nonzero(terminated) or np.count_nonzero(truncated)):
+        if plan.final_obs is not None:
+            info["final_obs"] = f[plan.final_obs].copy()
+        if plan.final_info:
+            info["final_info"] = {key: f[i].copy() for i, key in plan.final_info}
+    return Rows(ids, obs.copy() if type(obs) is np.ndarray else obs_map(_copy, [obs]),
+                f[1].copy(), terminated.copy(), truncated.copy(), info)
 
 
-def _rows_of_one(batch: Batch) -> Rows:
-    """``_rows`` of one batch holding every env asked for (a lockstep step): each field
-    copied once, in env id order (a plain copy when the rows already are, as they mostly
-    are with one worker thread)."""
-    names = batch._names
-    fields = batch.fields()
-    ids = fields[4]
-    if len(ids) < 2 or bool((ids[1:] > ids[:-1]).all()):
-        copied = [f.copy() for f in fields[1:]]
-        obs = obs_map(lambda parts: parts[0].copy(), [fields[0]])
+def _rows(batches: list[Batch], plan: Plan) -> Rows:
+    """The rows of ``batches`` (one per env asked for, in any order) ordered by env id, each
+    field the plan names gathered once (a writeable copy): the general form of
+    ``_rows_in_order``."""
+    if len(batches) == 1:
+        f = batches[0].fields()
     else:
-        order = np.argsort(ids, kind="stable")
-        copied = [f[order] for f in fields[1:]]
-        obs = obs_map(lambda parts: parts[0][order], [fields[0]])
-    copied.insert(0, obs)
-    info: dict[str, Any] = {}
-    final: dict[str, Any] = {}
-    for name, value in zip(names[5:], copied[5:], strict=True):
-        if name.startswith("final_info."):
-            final[name[len("final_info."):]] = value
-        else:
-            info[name] = value
-    if final:
-        info["final_info"] = final
-    return Rows(env_id=copied[4], obs=copied[0], reward=copied[1], terminated=copied[2],
-                truncated=copied[3], info=info)
+        f = tuple(obs_map(np.concatenate, list(parts))
+                  for parts in zip(*(b.fields() for b in batches), strict=True))
+    order = f[4].argsort(kind="stable")
+    info: dict[str, Any] = {key: f[i][order] for i, key in plan.info}
+    terminated, truncated = f[2][order], f[3][order]
+    if (plan.final_info or plan.final_obs is not None) and (
+            np.count_nonzero(terminated) or np.count_nonzero(truncated)):
+        if plan.final_obs is not None:
+            info["final_obs"] = f[plan.final_obs].take(order, axis=0)
+        if plan.final_info:
+            info["final_info"] = {key: f[i][order] for i, key in plan.final_info}
+    obs = f[0]
+    obs = (obs.take(order, axis=0) if type(obs) is np.ndarray  # faster than obs[order]
+           else obs_map(lambda parts: parts[0].take(order, axis=0), [obs]))
+    return Rows(f[4][order], obs, f[1][order], terminated, truncated, info)
+
+
+def _copy(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+    return parts[0].copy()
 
 
 def obs_map(fn: Callable[[list[npt.NDArray[Any]]], Any], parts: list[Any]) -> Any:

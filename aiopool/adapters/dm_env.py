@@ -49,7 +49,8 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
                  num_threads: int | None = None, batched: bool | None = None,
                  **make_kwargs: Any) -> None:
         self._steps = Lockstep(env_id, num_envs, seed=seed, autoreset="next_step",
-                               num_threads=num_threads, **make_kwargs)
+                               num_threads=num_threads, info_keys=("elapsed_step",),
+                               **make_kwargs)
         self.num_envs = num_envs
         self.batched = num_envs > 1 if batched is None else bool(batched)
         if not self.batched and num_envs != 1:
@@ -106,19 +107,26 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
         return self.num_envs if self.batched else None
 
     def _timestep(self, rows: Rows) -> dm_env.TimeStep:
-        first = rows.info["elapsed_step"] == 0
-        last = rows.terminated | rows.truncated
-        discount = np.where(rows.terminated, 0.0, 1.0)
+        elapsed = rows.info["elapsed_step"]
         if not self.batched:
-            if first[0]:
+            if elapsed[0] == 0:
                 return dm_env.TimeStep(dm_env.StepType.FIRST, None, None, rows.obs[0])
-            return dm_env.TimeStep(dm_env.StepType.LAST if last[0] else dm_env.StepType.MID,
-                                   rows.reward[0], discount[0], rows.obs[0])
-        step_type = np.full(len(rows.env_id), dm_env.StepType.MID, dtype=np.int8)
-        step_type[last] = dm_env.StepType.LAST
-        step_type[first] = dm_env.StepType.FIRST
+            terminated = bool(rows.terminated[0])
+            last = terminated or bool(rows.truncated[0])
+            return dm_env.TimeStep(dm_env.StepType.LAST if last else dm_env.StepType.MID,
+                                   rows.reward[0], _ZERO if terminated else _ONE, rows.obs[0])
+        # FIRST (0) on a reset, else MID (1), or LAST (2) where the episode ended. Array
+        # operands only: a Python scalar (above all an IntEnum) sends numpy's ufuncs down a
+        # slower path.
+        stepped = elapsed.astype(np.bool_)
+        step_type = (rows.terminated | rows.truncated).view(np.int8) + stepped.view(np.int8)
+        step_type *= stepped
+        discount = (~rows.terminated).astype(np.float64)  # 0 where the episode terminated
         return dm_env.TimeStep(step_type=step_type, reward=rows.reward, discount=discount,
                                observation=rows.obs)
+
+
+_ZERO, _ONE = np.float64(0.0), np.float64(1.0)  # the discount of one env
 
 
 def _box_spec(space: gym.spaces.Box, name: str, num_envs: int | None) -> specs.BoundedArray:

@@ -38,7 +38,9 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
     Infos are a dict of arrays with gymnasium's ``_key`` masks: the pool's ``elapsed_step``,
     ``episode_return`` and ``episode_length`` (the ended episode's where ``terminated |
     truncated``) and family extras; with ``autoreset_mode="same_step"`` also ``final_obs`` (an
-    object array, as gymnasium's) and ``final_info`` where an episode ended.
+    object array, as gymnasium's) and ``final_info`` where an episode ended. Every array is
+    the caller's own copy, except the all-True ``_key`` masks of a step (or of a reset of
+    every env): those are read-only, and the same arrays at every step.
 
     Differences from ``SyncVectorEnv``: ``reset()`` without a seed on a fresh env continues
     from the ``seed`` given to ``make_gymnasium`` (default 0) rather than OS entropy; ``reset``
@@ -78,9 +80,21 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         # gymnasium's Env.np_random_seed of each env: the seed of its last seeded reset.
         self._env_seeds: list[int | None] = [
             None if seed is None else seed + i for i in range(num_envs)]
+        # The latest obs of every env, for partial resets: after a step, the step's read-only
+        # obs (a view of the pool's batch, which nothing writes to) until the next reset.
         self._obs: Any = create_empty_array(self.single_observation_space, num_envs,
                                             fn=np.zeros)
+        self._stepped_obs: Any = None
         self._ended = np.zeros(num_envs, dtype=np.bool_)  # for DISABLED: must reset first
+        self._disabled = mode is AutoresetMode.DISABLED
+        # The infos of a step of every env, less the values: each key's all-True mask, made
+        # once and read-only (a step copies this dict, then sets the values in place).
+        self._keys = self._steps.plan.keys
+        self._whole: dict[str, Any] = {}
+        for key in self._keys:
+            mask = np.ones(num_envs, dtype=np.bool_)
+            mask.flags.writeable = False
+            self._whole[key], self._whole[f"_{key}"] = None, mask
 
     def reset(self, *, seed: Seeds = None,
               options: dict[str, Any] | None = None) -> tuple[Array, dict[str, Any]]:
@@ -97,6 +111,9 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         if options:
             raise ValueError(f"reset options {sorted(options)} are not supported: aiopool's "
                              "native envs take no reset options (only reset_mask is understood)")
+        if self._stepped_obs is not None:
+            obs_map(lambda p: p[0].__setitem__(slice(None), p[1]), [self._obs, self._stepped_obs])
+            self._stepped_obs = None
         rows = self._steps.reset(ids, seed)
         for i in rows.env_id.tolist():
             if isinstance(seed, int | np.integer):
@@ -111,14 +128,17 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
             Array, npt.NDArray[np.float64], npt.NDArray[np.bool_], npt.NDArray[np.bool_],
             dict[str, Any]]:
         """Step every env once; see the class docstring for the infos."""
-        if self.autoreset_mode is AutoresetMode.DISABLED and self._ended.any():
+        if self._disabled and self._ended.any():
             raise ValueError(
                 f"envs {np.flatnonzero(self._ended).tolist()} ended their episodes and "
                 "autoreset_mode is DISABLED; reset them first with "
                 "reset(options={'reset_mask': terminated | truncated})")
         rows = self._steps.step(actions)
-        obs_map(lambda p: p[0].__setitem__(slice(None), p[1]), [self._obs, rows.obs])
-        self._ended[:] = rows.terminated | rows.truncated
+        self._stepped_obs = self._steps.last_obs
+        if self._stepped_obs is None:  # the rows were gathered: keep a copy
+            obs_map(lambda p: p[0].__setitem__(slice(None), p[1]), [self._obs, rows.obs])
+        if self._disabled:
+            self._ended = rows.terminated | rows.truncated
         return rows.obs, rows.reward, rows.terminated, rows.truncated, self._infos(rows)
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
@@ -179,33 +199,36 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
     def _infos(self, rows: Rows) -> dict[str, Any]:
         """gymnasium's dict of arrays with ``_key`` masks, over all ``num_envs`` envs."""
         n = self.num_envs
-        whole = len(rows.env_id) == n
-        keys = [k for k in rows.info if k not in ("final_obs", "final_info")]
-        # One allocation for every key's mask; each mask is its own row of it.
-        masks = np.ones((len(keys), n), dtype=np.bool_)
-        if not whole:
-            masks[:] = False
+        info = rows.info
+        final_obs = info.get("final_obs")  # present only if an episode ended
+        final_info = info.get("final_info")
+        if len(rows.env_id) == n:
+            infos = self._whole.copy()
+            infos.update(info)  # the values, in place
+            if final_obs is not None or final_info is not None:  # in gymnasium's form, below
+                infos.pop("final_obs", None)
+                infos.pop("final_info", None)
+        else:
+            infos = {}
+            masks = np.zeros((len(self._keys), n), dtype=np.bool_)
             masks[:, rows.env_id] = True
-        infos: dict[str, Any] = {}
-        final_obs = rows.info.get("final_obs")
-        final_info = rows.info.get("final_info")
-        for j, key in enumerate(keys):
-            value = rows.info[key]
-            infos[key] = value if whole else _spread(value, rows.env_id, n)
-            infos[f"_{key}"] = masks[j]
-        ended = np.zeros(n, dtype=np.bool_)
-        ended[rows.env_id] = rows.terminated | rows.truncated
-        if final_obs is not None and ended.any():
-            objects = np.full(n, None, dtype=object)
-            for row, i in enumerate(rows.env_id.tolist()):
-                if ended[i]:
-                    objects[i] = final_obs[row]
-            infos["final_obs"], infos["_final_obs"] = objects, ended.copy()
-            if final_info is not None:
-                inner: dict[str, Any] = {}
-                for key, value in final_info.items():
-                    inner[key], inner[f"_{key}"] = _spread(value, rows.env_id, n), ended.copy()
-                infos["final_info"], infos["_final_info"] = inner, ended.copy()
+            for key, mask in zip(self._keys, masks, strict=True):
+                infos[key], infos[f"_{key}"] = _spread(info[key], rows.env_id, n), mask
+        if final_obs is not None or final_info is not None:
+            ended = np.zeros(n, dtype=np.bool_)
+            ended[rows.env_id] = rows.terminated | rows.truncated
+            if final_obs is not None and ended.any():
+                objects = np.full(n, None, dtype=object)
+                for row, i in enumerate(rows.env_id.tolist()):
+                    if ended[i]:
+                        objects[i] = final_obs[row]
+                infos["final_obs"], infos["_final_obs"] = objects, ended.copy()
+                if final_info is not None:
+                    inner: dict[str, Any] = {}
+                    for key, value in final_info.items():
+                        inner[key] = _spread(value, rows.env_id, n)
+                        inner[f"_{key}"] = ended.copy()
+                    infos["final_info"], infos["_final_info"] = inner, ended.copy()
         return infos
 
 

@@ -64,6 +64,9 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
             "action_space": pool.single_action_space, "spec": pool.spec,
             "metadata": {"render_modes": []}}
         self._t_start = time.time()
+        # The family's info keys (every key but the pool's own), and each env's info keys.
+        self._family = [k for k in self._steps.plan.keys if k not in _POOL_KEYS]
+        self._info_keys = ("TimeLimit.truncated", *self._family)
         super().__init__(num_envs, pool.single_observation_space, pool.single_action_space)
 
     def reset(self) -> VecEnvObs:
@@ -86,20 +89,26 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
     def step_wait(self) -> VecEnvStepReturn:
         """Wait (GIL released) for the step sent by ``step_async``."""
         rows = self._steps.wait()
+        info = rows.info
         done = rows.terminated | rows.truncated
         time_limit = rows.truncated & ~rows.terminated
-        infos: list[dict[str, Any]] = [{"TimeLimit.truncated": bool(t)} for t in time_limit]
-        family = [k for k in rows.info if k not in _POOL_KEYS]
-        final = rows.info.get("final_info", {})
-        for i, info in enumerate(infos):
-            for k in family:  # the ended episode's value where the pool keeps one
-                info[k] = (final if done[i] and k in final else rows.info)[k][i].item()
-        elapsed = round(time.time() - self._t_start, 6)
-        returns = final.get("episode_score", rows.info["episode_return"])
-        for i in np.flatnonzero(done).tolist():
-            infos[i]["terminal_observation"] = rows.info["final_obs"][i]
-            infos[i]["episode"] = {"r": round(float(returns[i]), 6),
-                                   "l": int(rows.info["episode_length"][i]), "t": elapsed}
+        # One dict per env, built from each key's column as Python scalars.
+        columns = [info[k].tolist() for k in self._family]
+        rows_of_values = zip(time_limit.tolist(), *columns, strict=True)
+        infos: list[dict[str, Any]] = [dict(zip(self._info_keys, values, strict=True))
+                                       for values in rows_of_values]
+        final = info.get("final_info")  # present only if an episode ended
+        if final is not None:
+            elapsed = round(time.time() - self._t_start, 6)
+            returns = final.get("episode_score", info["episode_return"])
+            for i in np.flatnonzero(done).tolist():
+                env_info = infos[i]
+                for k in self._family:  # the ended episode's value where the pool keeps one
+                    if k in final:
+                        env_info[k] = final[k][i].item()
+                env_info["terminal_observation"] = info["final_obs"][i]
+                env_info["episode"] = {"r": round(float(returns[i]), 6),
+                                       "l": int(info["episode_length"][i]), "t": elapsed}
         return rows.obs, rows.reward.astype(np.float32), done, infos
 
     def close(self) -> None:
