@@ -7,9 +7,15 @@ backend, against gymnasium's ``AsyncVectorEnv`` (shared memory on), Stable-Basel
 Runners are interleaved and repeated; the table shows medians and the ratios of medians of
 per-repeat ratios. A separate script from ``throughput.py`` because the peers (and the lack of
 a native "limit") differ; PufferLib's ``Multiprocessing`` is measured when ``pufferlib``
-imports (it is not a dependency: its pins clash with this project's numpy and gymnasium).
+imports, or in the venv ``--pufferlib-python`` names (it is not a dependency: its pins clash with
+this project's numpy and gymnasium). PufferLib 1.0.1 is the newest that installs from the
+registry alone (2.x and 3.x download during their build); it runs beside gymnasium 1.4:
+
+    python -m venv /tmp/puffer && /tmp/puffer/bin/pip install pufferlib==1.0.1 filelock psutil \\
+        gymnasium==1.4.0 mujoco==4.0.0
 
     python benchmarks/python_envs.py                # ~3 min on 2 cores
+    python benchmarks/python_envs.py --pufferlib-python /tmp/puffer/bin/python
     python benchmarks/python_envs.py --quick        # smoke run (the tests use it)
 """
 
@@ -21,6 +27,8 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -90,23 +98,61 @@ def run_subproc_vec_env(env_id: str, n: int, seconds: float) -> float:
     return rate
 
 
-def run_pufferlib(env_id: str, n: int, seconds: float) -> float:
-    import pufferlib.emulation
-    import pufferlib.vector
+PUFFERLIB_PYTHON: str | None = None  # --pufferlib-python: a venv where PufferLib imports
 
-    envs = pufferlib.vector.make(
-        lambda **kw: pufferlib.emulation.GymnasiumPufferEnv(gym.make(env_id), **kw),
-        backend=pufferlib.vector.Multiprocessing, num_envs=n, num_workers=2)
-    envs.reset()
-    acts = _actions(envs.single_action_space, n)
-    steps, k, start = 0, 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        envs.step(acts[k % len(acts)])
+# PufferLib's Multiprocessing at its best setting, run by PUFFERLIB_PYTHON (its pins clash with
+# this project's numpy/gymnasium). Three settings, the fastest reported: 2 workers with every
+# env per batch, 2 workers with half the envs per batch (async, as `stream()`), and 1 worker
+# (its workers busy-wait, which collapses when workers + the main process exceed the cores).
+_PUFFERLIB_SCRIPT = """
+import json, sys, time
+import gymnasium as gym, numpy as np
+import pufferlib, pufferlib.emulation, pufferlib.vector
+env_id, n, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+def make(**kw):
+    return pufferlib.emulation.GymnasiumPufferEnv(gym.make(env_id), **kw)
+def run(batch, workers):
+    envs = pufferlib.vector.make(make, backend=pufferlib.vector.Multiprocessing, num_envs=n,
+                                 num_workers=workers, batch_size=batch)
+    space = envs.single_action_space
+    space.seed(0)
+    acts = [np.stack([space.sample() for _ in range(batch)]) for _ in range(64)]
+    envs.async_reset(0)
+    steps, k = 0, 0
+    while True:
+        envs.recv()
+        envs.send(acts[k % 64])
         k += 1
-        steps += n
+        if k == 20:
+            steps, start = 0, time.perf_counter()
+        elif k > 20:
+            steps += batch
+            if time.perf_counter() - start > seconds:
+                break
     rate = steps / (time.perf_counter() - start)
     envs.close()
     return rate
+rates = {f"{w} workers, batch {b}": run(b, w) for b, w in ((n, 2), (n // 2, 2), (n, 1))}
+print(json.dumps({"version": pufferlib.__version__, "rates": rates}))
+"""
+
+
+def run_pufferlib(env_id: str, n: int, seconds: float) -> float:
+    """PufferLib ``Multiprocessing`` in its own interpreter, the best of three settings."""
+    if PUFFERLIB_PYTHON is None:
+        import pufferlib  # noqa: F401  (ImportError: skipped, not installed here)
+        python = sys.executable
+    else:
+        python = PUFFERLIB_PYTHON
+    proc = subprocess.run([python, "-c", _PUFFERLIB_SCRIPT, env_id, str(n), str(seconds)],
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode:
+        raise RuntimeError(f"PufferLib run failed:\n{proc.stderr[-2000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    best = max(out["rates"], key=out["rates"].get)
+    print(f"    PufferLib {out['version']}: " + ", ".join(
+        f"{k} {v / 1e3:.1f}k{' (best)' if k == best else ''}" for k, v in out["rates"].items()))
+    return float(out["rates"][best])
 
 
 def run_python_loop(env_id: str, n: int, seconds: float) -> float:
@@ -158,7 +204,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--pufferlib-python", help="interpreter of a venv with PufferLib "
+                        "(its pins clash with this project's), e.g. /tmp/pufvenv/bin/python")
     args = parser.parse_args()
+    global PUFFERLIB_PYTHON
+    PUFFERLIB_PYTHON = args.pufferlib_python
     cases = [("CartPole-v1", 32), ("Ant-v5", 16)]
     if args.quick:
         cases, args.repeats, args.seconds = [("CartPole-v1", 8)], 1, 0.3
