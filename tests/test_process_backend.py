@@ -287,6 +287,20 @@ async def test_the_adapters_run_on_the_process_backend() -> None:
         ref.close()
 
 
+def test_make_gymnasium_takes_an_env_factory() -> None:
+    envs = aiopool.make_gymnasium(lambda: gym.make("CartPole-v1"), num_envs=2, seed=3)
+    ref = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2)
+    try:
+        assert envs.spec is not None and envs.spec.id == "CartPole-v1"
+        assert np.array_equal(envs.reset(seed=3)[0], ref.reset(seed=3)[0])
+        for _ in range(30):
+            got, exp = envs.step(np.array([1, 0])), ref.step(np.array([1, 0]))
+            assert np.array_equal(got[0], exp[0]) and np.array_equal(got[2], exp[2])
+    finally:
+        envs.close()
+        ref.close()
+
+
 def test_the_python_envs_benchmark_runs(tmp_path: Any) -> None:
     proc = subprocess.run([sys.executable, "benchmarks/python_envs.py", "--quick", "--out",
                            str(tmp_path)], capture_output=True, text=True, timeout=300,

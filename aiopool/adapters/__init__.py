@@ -91,7 +91,8 @@ class Lockstep:
     ``send`` refuses to run while rows are pending, since the caller has not seen them.
     """
 
-    def __init__(self, env_id: str, num_envs: int, *, seed: int | None, autoreset: str,
+    def __init__(self, env_id: str | Callable[[], Any], num_envs: int, *, seed: int | None,
+                 autoreset: str,
                  num_threads: int | None, info_keys: Collection[str] | None = None,
                  **make_kwargs: Any) -> None:
         if "batch_size" in make_kwargs:

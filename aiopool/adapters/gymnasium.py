@@ -50,7 +50,8 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
     ``set_attr`` raises (pass constructor kwargs to ``make_gymnasium`` instead).
     """
 
-    def __init__(self, env_id: str, num_envs: int = 1, *, seed: int | None = 0,
+    def __init__(self, env_id: str | Callable[[], Any], num_envs: int = 1, *,
+                 seed: int | None = 0,
                  autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
                  num_threads: int | None = None, **make_kwargs: Any) -> None:
         mode = _autoreset_mode(autoreset_mode)
@@ -69,12 +70,14 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         self.single_action_space = pool.single_action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self._env_id = env_id
-        self.spec = EnvSpec(env_id, entry_point="aiopool.adapters.gymnasium:make_gymnasium",
+        # A factory (the process backend) has no registered id: the spec names its env's id.
+        spec_id = env_id if isinstance(env_id, str) else pool.spec.id
+        self._env_id = spec_id
+        self.spec = EnvSpec(spec_id, entry_point="aiopool.adapters.gymnasium:make_gymnasium",
                             max_episode_steps=pool.spec.max_episode_steps or None,
                             kwargs={**make_kwargs, "num_envs": num_envs, "seed": seed,
                                     "autoreset_mode": mode})
-        self._single_spec = EnvSpec(env_id, entry_point="aiopool:make",
+        self._single_spec = EnvSpec(spec_id, entry_point="aiopool:make",
                                     max_episode_steps=pool.spec.max_episode_steps or None,
                                     kwargs=dict(make_kwargs))
         # gymnasium's Env.np_random_seed of each env: the seed of its last seeded reset.
@@ -250,13 +253,14 @@ def _spread(value: Array, env_id: npt.NDArray[np.int32], n: int) -> Array:
     return out
 
 
-def make_gymnasium(env_id: str, num_envs: int = 1, *, seed: int | None = 0,
+def make_gymnasium(env_id: str | Callable[[], Any], num_envs: int = 1, *, seed: int | None = 0,
                    autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
                    num_threads: int | None = None, **make_kwargs: Any) -> GymnasiumVectorEnv:
     """A ``gymnasium.vector.VectorEnv`` of ``num_envs`` copies of ``env_id``.
 
     Args:
-        env_id: a registered id (``aiopool.list_envs()``), such as ``"CartPole-v1"``.
+        env_id: a registered id (``aiopool.list_envs()``), such as ``"CartPole-v1"``, or what
+            else ``aiopool.make`` takes: any gymnasium id or an env factory (worker processes).
         num_envs: envs stepped together.
         seed: the seed of the first ``reset()`` when it is given none (env ``i`` uses
             ``seed + i``).
