@@ -36,7 +36,10 @@ def _children() -> set[int]:
     """The live child processes of this process (from /proc)."""
     pids = set()
     for task in Path("/proc/self/task").iterdir():
-        pids |= {int(p) for p in (task / "children").read_text().split()}
+        try:
+            pids |= {int(p) for p in (task / "children").read_text().split()}
+        except FileNotFoundError:  # the thread ended after the listing
+            continue
     return {p for p in pids if _alive(p)}
 
 
