@@ -708,6 +708,11 @@ def overhead_makers(env_id: str, skipped: list[str]) -> dict[str, Callable[[int]
         env.reset(seed=0)
         return env.step, _actions(env.single_action_space, m), env.close
 
+    def gymnasium_views(m: int) -> Any:
+        env = aiopool.make_gymnasium(env_id, m, seed=0, copy=False)
+        env.reset(seed=0)
+        return env.step, _actions(env.single_action_space, m), env.close
+
     def sb3(m: int) -> Any:
         env = aiopool.make_sb3(env_id, m, seed=0)
         env.reset()
@@ -719,7 +724,8 @@ def overhead_makers(env_id: str, skipped: list[str]) -> dict[str, Callable[[int]
         actions = _actions(env._steps.pool.single_action_space, m)
         return env.step, [a[0] for a in actions] if m == 1 else actions, env.close
 
-    makers = {OVERHEAD_RAW: raw, "pool step (asyncio)": pool_step, "gymnasium adapter": gymnasium}
+    makers = {OVERHEAD_RAW: raw, "pool step (asyncio)": pool_step, "gymnasium adapter": gymnasium,
+              "gymnasium adapter, copy=False": gymnasium_views}
     for name, module, make_ in (("SB3 adapter", "stable_baselines3", sb3),
                                 ("dm_env adapter", "dm_env", dm)):
         try:

@@ -41,11 +41,11 @@ def _pumped(env_id: str) -> Any:
     return act
 
 
-def _pair(env_id: str, mode: AutoresetMode) -> tuple[gym.vector.VectorEnv[Any, Any, Any],
-                                                      GymnasiumVectorEnv]:
+def _pair(env_id: str, mode: AutoresetMode, copy: bool = True) -> tuple[
+        gym.vector.VectorEnv[Any, Any, Any], GymnasiumVectorEnv]:
     ref = gym.make_vec(env_id, NUM_ENVS, vectorization_mode="sync",
-                       vector_kwargs={"autoreset_mode": mode})
-    return ref, make_gymnasium(env_id, NUM_ENVS, autoreset_mode=mode, num_threads=2)
+                       vector_kwargs={"autoreset_mode": mode, "copy": copy})
+    return ref, make_gymnasium(env_id, NUM_ENVS, autoreset_mode=mode, num_threads=2, copy=copy)
 
 
 @pytest.fixture
@@ -64,12 +64,13 @@ def _same(a: Any, b: Any, where: str) -> None:
 @pytest.mark.parametrize("mode", MODES, ids=[m.value for m in MODES])
 @pytest.mark.parametrize(("env_id", "path"), [
     ("CartPole-v1", "any"), ("Acrobot-v1", "any"), ("MountainCarContinuous-v0", "any"),
-    ("CartPole-v1", "gathered")])
+    ("CartPole-v1", "gathered"), ("Acrobot-v1", "copy=False")])
 def test_matches_sync_vector_env_step_by_step(env_id: str, mode: AutoresetMode,
                                               path: str) -> None:
     """``path="gathered"``: every call takes the lockstep's general path (sort and gather),
-    as if no batch came in env id order; otherwise mostly the in-order one."""
-    ref, ours = _pair(env_id, mode)
+    as if no batch came in env id order; otherwise mostly the in-order one. ``"copy=False"``:
+    the observations are the pool's views, not copies."""
+    ref, ours = _pair(env_id, mode, copy=path != "copy=False")
     if path == "gathered":
         ours._steps._ids_bytes = b"never in order"  # type: ignore[attr-defined]
     with closing(ref), closing(ours):
@@ -443,3 +444,29 @@ def test_step_arrays_are_the_callers_and_masks_shared_read_only() -> None:
         _, reset_info = envs.reset(options={"reset_mask": np.array([False, True, False])})
         assert reset_info["_elapsed_step"].tolist() == [False, True, False]
         assert reset_info["_elapsed_step"].flags.writeable
+
+
+def test_copy_false_returns_the_pools_views() -> None:
+    """``copy=False``: a step's obs is a read-only view of the pool's batch, never written
+    again (a later step's obs is a new view); a reset's obs is the adapter's own buffer,
+    which the next reset writes into, as ``SyncVectorEnv(copy=False)``'s."""
+    with closing(make_gymnasium("HalfCheetah-v5", 3, num_threads=1, copy=False)) as envs, \
+            closing(make_gymnasium("HalfCheetah-v5", 3, num_threads=1)) as copied:
+        assert not envs.spec.kwargs["copy"] and copied.spec.kwargs["copy"]
+        obs, _ = envs.reset(seed=0)
+        obs_copied, _ = copied.reset(seed=0)
+        _same(obs_copied, obs, "reset")
+        actions = np.full((3, 6), 0.3, dtype=np.float32)
+        step_obs, reward, *_ = envs.step(actions)
+        _same(copied.step(actions)[0], step_obs, "step")
+        assert not step_obs.flags.writeable and not step_obs.flags.owndata
+        assert reward.flags.writeable and reward.flags.owndata  # only the obs are views
+        kept = step_obs.copy()
+        later = envs.step(actions)[0]
+        _same(copied.step(actions)[0], later, "a later step")
+        _same(kept, step_obs, "a step's obs after a later step")
+        assert not np.shares_memory(later, step_obs)
+        again, _ = envs.reset(seed=1, options={"reset_mask": np.array([True, False, True])})
+        assert again is obs, "a reset returns the adapter's buffer"
+        _same(copied.reset(seed=1, options={"reset_mask": np.array([True, False, True])})[0],
+              again, "partial reset")

@@ -34,7 +34,8 @@ Seeds = int | Sequence[int | None] | None
 
 class Rows(NamedTuple):
     """One row per env of a lockstep call, ordered by env id; every array but ``env_id`` (the
-    lockstep's own read-only ids, or the ``env_ids`` it was asked for) is a writeable copy.
+    lockstep's own read-only ids, or the ``env_ids`` it was asked for) is a writeable copy, and
+    so is ``obs`` unless the lockstep was made with ``copy_obs=False``.
 
     ``info`` holds the pool's info arrays (``elapsed_step``, ``episode_return``,
     ``episode_length``, family extras; only the adapter's ``info_keys`` if it named some) and,
@@ -84,6 +85,8 @@ class Lockstep:
     Args:
         env_id, num_envs, seed, autoreset, num_threads: as ``aiopool.make``.
         info_keys: the info keys the adapter reads (default all); the others are not copied.
+        copy_obs: False returns the obs of a call whose rows arrive in env id order as the
+            pool's read-only view instead of a copy (``SyncVectorEnv(copy=False)``).
         **make_kwargs: passed on to ``aiopool.make`` (``max_episode_steps``, env kwargs, ...).
 
     A call interrupted while waiting (Ctrl-C) loses nothing: the rows received so far are
@@ -94,7 +97,7 @@ class Lockstep:
     def __init__(self, env_id: str | Callable[[], Any], num_envs: int, *, seed: int | None,
                  autoreset: str,
                  num_threads: int | None, info_keys: Collection[str] | None = None,
-                 **make_kwargs: Any) -> None:
+                 copy_obs: bool = True, **make_kwargs: Any) -> None:
         if "batch_size" in make_kwargs:
             raise TypeError("the sync adapters step every env at once; batch_size is num_envs "
                             "(use aiopool.make for batches smaller than the pool)")
@@ -105,6 +108,7 @@ class Lockstep:
                                num_threads=num_threads, seed=seed, autoreset=autoreset,
                                **make_kwargs)
         self.plan = Plan.of(self.pool._names, info_keys)
+        self.copy_obs = copy_obs
         self.ever_reset = False
         self._ids = np.arange(num_envs, dtype=np.int32)
         self._ids.flags.writeable = False  # the env_id of every whole-pool Rows
@@ -191,15 +195,16 @@ class Lockstep:
         if len(batches) == 1 and batches[0].env_id.tobytes() == (
                 self._ids_bytes if ids is self._ids else ids.tobytes()):
             self.last_obs = batches[0].obs
-            return _rows_in_order(batches[0], ids, self.plan)
+            return _rows_in_order(batches[0], ids, self.plan, self.copy_obs)
         self.last_obs = None
         return _rows(batches, self.plan)
 
 
-def _rows_in_order(batch: Batch, ids: npt.NDArray[np.int32], plan: Plan) -> Rows:
+def _rows_in_order(batch: Batch, ids: npt.NDArray[np.int32], plan: Plan,
+                   copy_obs: bool = True) -> Rows:
     """The rows of a batch that holds exactly ``ids``, in that order (a lockstep step
-    mostly is one): each field the plan names copied once, and the final ones only if an
-    episode ended."""
+    mostly is one): each field the plan names copied once (the obs only if ``copy_obs``), and
+    the final ones only if an episode ended."""
     f = batch.fields()
     obs = f[0]
     info: dict[str, Any] = {key: f[i].copy() for i, key in plan.info}
@@ -210,8 +215,9 @@ def _rows_in_order(batch: Batch, ids: npt.NDArray[np.int32], plan: Plan) -> Rows
             info["final_obs"] = f[plan.final_obs].copy()
         if plan.final_info:
             info["final_info"] = {key: f[i].copy() for i, key in plan.final_info}
-    return Rows(ids, obs.copy() if type(obs) is np.ndarray else obs_map(_copy, [obs]),
-                f[1].copy(), terminated.copy(), truncated.copy(), info)
+    if copy_obs:
+        obs = obs.copy() if type(obs) is np.ndarray else obs_map(_copy, [obs])
+    return Rows(ids, obs, f[1].copy(), terminated.copy(), truncated.copy(), info)
 
 
 def _rows(batches: list[Batch], plan: Plan) -> Rows:

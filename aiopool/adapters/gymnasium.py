@@ -48,19 +48,25 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
     ``get_attr`` / ``call`` answer ``spec``, ``np_random_seed``, ``observation_space``,
     ``action_space``, ``metadata`` and ``render_mode``, and raise AttributeError for other names;
     ``set_attr`` raises (pass constructor kwargs to ``make_gymnasium`` instead).
+
+    ``copy=False`` (as ``SyncVectorEnv(copy=False)``) returns observations without copying
+    them: a step's are the pool's read-only view of its batch (a new array each step, never
+    overwritten), a reset's are the adapter's own buffer, which later resets write into.
     """
 
     def __init__(self, env_id: str | Callable[[], Any], num_envs: int = 1, *,
                  seed: int | None = 0,
                  autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
-                 num_threads: int | None = None, **make_kwargs: Any) -> None:
+                 num_threads: int | None = None, copy: bool = True,
+                 **make_kwargs: Any) -> None:
         mode = _autoreset_mode(autoreset_mode)
         if make_kwargs.get("render_mode") is not None:
             raise ValueError(f"render_mode={make_kwargs['render_mode']!r}: aiopool's native envs"
                              " do not render yet; use gymnasium.make_vec to render")
         make_kwargs.pop("render_mode", None)
         self._steps = Lockstep(env_id, num_envs, seed=seed, autoreset=_POOL_MODES[mode],
-                               num_threads=num_threads, **make_kwargs)
+                               num_threads=num_threads, copy_obs=copy, **make_kwargs)
+        self.copy = copy
         pool = self._steps.pool
         self.num_envs = num_envs
         self.autoreset_mode = mode
@@ -76,7 +82,7 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         self.spec = EnvSpec(spec_id, entry_point="aiopool.adapters.gymnasium:make_gymnasium",
                             max_episode_steps=pool.spec.max_episode_steps or None,
                             kwargs={**make_kwargs, "num_envs": num_envs, "seed": seed,
-                                    "autoreset_mode": mode})
+                                    "autoreset_mode": mode, "copy": copy})
         self._single_spec = EnvSpec(spec_id, entry_point="aiopool:make",
                                     max_episode_steps=pool.spec.max_episode_steps or None,
                                     kwargs=dict(make_kwargs))
@@ -125,7 +131,8 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
                 self._env_seeds[i] = int(s)
         obs_map(lambda p: p[0].__setitem__(rows.env_id, p[1]), [self._obs, rows.obs])
         self._ended[rows.env_id] = False
-        return obs_map(lambda p: p[0].copy(), [self._obs]), self._infos(rows)
+        obs = obs_map(lambda p: p[0].copy(), [self._obs]) if self.copy else self._obs
+        return obs, self._infos(rows)
 
     def step(self, actions: npt.ArrayLike) -> tuple[
             Array, npt.NDArray[np.float64], npt.NDArray[np.bool_], npt.NDArray[np.bool_],
@@ -255,7 +262,8 @@ def _spread(value: Array, env_id: npt.NDArray[np.int32], n: int) -> Array:
 
 def make_gymnasium(env_id: str | Callable[[], Any], num_envs: int = 1, *, seed: int | None = 0,
                    autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
-                   num_threads: int | None = None, **make_kwargs: Any) -> GymnasiumVectorEnv:
+                   num_threads: int | None = None, copy: bool = True,
+                   **make_kwargs: Any) -> GymnasiumVectorEnv:
     """A ``gymnasium.vector.VectorEnv`` of ``num_envs`` copies of ``env_id``.
 
     Args:
@@ -267,6 +275,8 @@ def make_gymnasium(env_id: str | Callable[[], Any], num_envs: int = 1, *, seed: 
         autoreset_mode: a ``gymnasium.vector.AutoresetMode`` (or its value, such as
             ``"NextStep"``, or aiopool's ``"next_step"`` / ``"same_step"`` / ``"disabled"``).
         num_threads: worker threads (default: one less than the cores).
+        copy: False returns observations without copying them, as ``SyncVectorEnv(copy=False)``
+            (see ``GymnasiumVectorEnv``): saves a copy per call, most for Atari frames.
         **make_kwargs: the env's constructor kwargs and ``aiopool.make`` options such as
             ``max_episode_steps``.
 
@@ -275,4 +285,4 @@ def make_gymnasium(env_id: str | Callable[[], Any], num_envs: int = 1, *, seed: 
         >>> envs = aiopool.make_gymnasium("CartPole-v1", 8)
     """
     return GymnasiumVectorEnv(env_id, num_envs, seed=seed, autoreset_mode=autoreset_mode,
-                              num_threads=num_threads, **make_kwargs)
+                              num_threads=num_threads, copy=copy, **make_kwargs)
