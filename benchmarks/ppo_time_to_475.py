@@ -34,7 +34,6 @@ import contextlib
 import io
 import json
 import os
-import platform
 import random
 import statistics
 import subprocess
@@ -49,7 +48,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import ppo_cartpole_async as ppo
-from throughput import busy_neighbour
+from _machine import busy_neighbour, load_text, machine_info
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -181,22 +180,6 @@ def render(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def machine_info() -> dict[str, Any]:
-    import gymnasium
-    import torch
-
-    cpu = "unknown"
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return {"cpu": cpu, "cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
-            "kernel": platform.release(),
-            "versions": {"python": platform.python_version(), "numpy": np.__version__,
-                         "torch": torch.__version__, "gymnasium": gymnasium.__version__}}
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -223,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(run_one(args.one, args.seeds[0])))
         return 0
 
-    machine = machine_info()
+    machine = machine_info("torch", "gymnasium")
     loads = [os.getloadavg()]
     started = time.monotonic()
     runs = []
@@ -247,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     defaults = ppo.Args()
     print(f"# PPO CartPole-v1: wall-clock time to a mean return of {defaults.target_return:g}\n")
     print(f"{machine['cpu']}; {machine['cores']} cores ({machine['usable_cores']} usable); "
-          f"load average (1/5/15 min) at start {_load(loads[0])}, at end {_load(loads[-1])}; "
+          f"load average (1/5/15 min) at start {load_text(loads[0])}, "
+          f"at end {load_text(loads[-1])}; "
           f"seeds {', '.join(map(str, args.seeds))}; {defaults.num_envs} envs x "
           f"{defaults.num_steps} steps per rollout; run time {run_seconds:.0f} s.\n")
     if neighbour is not None:
@@ -271,10 +255,6 @@ def main(argv: list[str] | None = None) -> int:
     path.write_text(json.dumps(result, indent=1))
     print(f"\nwrote {path}")
     return 0
-
-
-def _load(load: tuple[float, float, float]) -> str:
-    return "/".join(f"{x:.2f}" for x in load)
 
 
 if __name__ == "__main__":

@@ -34,11 +34,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import itertools
 import json
 import os
-import platform
 import random
 import re
 import shutil
@@ -52,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _machine import busy_neighbour, load_text, machine_info
 
 import aiopool
 from aiopool.registry import MUJOCO_IDS, MUJOCO_VERSION
@@ -724,8 +723,9 @@ def overhead_makers(env_id: str, skipped: list[str]) -> dict[str, Callable[[int]
         actions = _actions(env._steps.pool.single_action_space, m)
         return env.step, [a[0] for a in actions] if m == 1 else actions, env.close
 
-    makers = {OVERHEAD_RAW: raw, "pool step (asyncio)": pool_step, "gymnasium adapter": gymnasium,
-              "gymnasium adapter, copy=False": gymnasium_views}
+    makers: dict[str, Callable[[int], Any]] = {
+        OVERHEAD_RAW: raw, "pool step (asyncio)": pool_step, "gymnasium adapter": gymnasium,
+        "gymnasium adapter, copy=False": gymnasium_views}
     for name, module, make_ in (("SB3 adapter", "stable_baselines3", sb3),
                                 ("dm_env adapter", "dm_env", dm)):
         try:
@@ -999,22 +999,6 @@ def plot(table: Table, path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def machine_info() -> dict[str, Any]:
-    cpu = "unknown"
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    versions: dict[str, str] = {"python": platform.python_version(), "numpy": np.__version__,
-                                "aiopool": aiopool.__version__}
-    for name in ("envpool", "gymnasium", "uvloop"):
-        with contextlib.suppress(ImportError):
-            versions[name] = __import__(name).__version__
-    return {"cpu": cpu, "cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
-            "kernel": platform.release(), "versions": versions}
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1072,7 +1056,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"aiopool has no {args.env}; registered: {aiopool.list_envs()}", file=sys.stderr)
         return 2
 
-    machine = machine_info()
+    machine = machine_info("aiopool", "envpool", "gymnasium", "uvloop")
     skipped: list[str] = []
     limit, why = build_limit(args.env, args.out)
     if limit is None:
@@ -1105,7 +1089,8 @@ def main(argv: list[str] | None = None) -> int:
     if neighbour is not None:
         print(f"A busy process was pinned to core {neighbour} for the whole run.\n")
     print(f"{machine['cpu']}; {machine['cores']} cores ({machine['usable_cores']} usable); "
-          f"load average (1/5/15 min) at start {_load(loads[0])}, at end {_load(loads[-1])}; "
+          f"load average (1/5/15 min) at start {load_text(loads[0])}, "
+          f"at end {load_text(loads[-1])}; "
           f"{args.repeats} interleaved repeats × {args.seconds} s after {args.warmup} s warm-up;"
           f" run time {run_seconds:.0f} s.\n")
     print(text)
@@ -1152,26 +1137,6 @@ def main(argv: list[str] | None = None) -> int:
     plot(table, args.out / "throughput.png", title)
     print(f"\nwrote {args.out / 'throughput.json'} and {args.out / 'throughput.png'}")
     return 0
-
-
-@contextlib.contextmanager
-def busy_neighbour(on: bool) -> Iterator[int | None]:
-    """A process spinning on the last usable core while the block runs (its core, or None)."""
-    if not on:
-        yield None
-        return
-    core = max(os.sched_getaffinity(0))
-    proc = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{core}}})"
-                             "\nwhile True: pass"])
-    try:
-        yield core
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
-
-
-def _load(load: tuple[float, float, float]) -> str:
-    return "/".join(f"{x:.2f}" for x in load)
 
 
 if __name__ == "__main__":
