@@ -454,6 +454,9 @@ class RemotePool:
             ActorDied: an actor died without ``restart=True`` (a restarted actor gets the
                 policy and the latest weights again and starts fresh episodes).
             Exception: what the policy raised in an actor (that fragment is lost).
+            RuntimeError: an actor could not take the policy or pushed weights (they do
+                not unpickle there: a class its workers cannot import); its fragments
+                would otherwise wait forever.
 
         Cancellation: nothing is lost; fragments under way are kept for the next call.
         """

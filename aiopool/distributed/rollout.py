@@ -91,20 +91,25 @@ class Rollouts:
         self._lanes = [_Lane() for _ in pool._actors]
         self._pending: dict[asyncio.Future[Any], tuple[int, int]] = {}
         self._ready: deque[Fragment | BaseException] = deque()
+        self._installs: list[tuple[Any, int]] = []  # set_policy / set_weights calls unread
+        self._waits: dict[asyncio.Future[Any], int] = {}  # the same, awaitable on the loop
         for a in pool._actors:
             self._install(a)
 
     def _install(self, a: _Actor) -> None:
-        _watch(a.handle.set_policy.remote(self._policy_ref))
+        self._installs.append((a.handle.set_policy.remote(self._policy_ref).future(), a.index))
         if self._weights_ref is not None:
-            _watch(a.handle.set_weights.remote(self._weights_ref, self.version))
+            self._installs.append(
+                (a.handle.set_weights.remote(self._weights_ref, self.version).future(), a.index))
 
     def set_weights(self, weights: Any) -> int:
         self.version += 1
         self._weights_ref = ray.put(weights)
         for a in self.pool._actors:
             if not a.dead:
-                _watch(a.handle.set_weights.remote(self._weights_ref, self.version))
+                self._installs.append(
+                    (a.handle.set_weights.remote(self._weights_ref, self.version).future(),
+                     a.index))
         return self.version
 
     async def run(self) -> AsyncIterator[Fragment]:
@@ -119,9 +124,19 @@ class Rollouts:
             self._fill()
             if not self._pending:
                 raise NothingInFlight("rollouts: every actor is dead, no fragment can come")
-            done, _ = await asyncio.wait(self._pending, return_when=asyncio.FIRST_COMPLETED)
+            loop = asyncio.get_running_loop()
+            for cf, index in self._installs:
+                wait = asyncio.wrap_future(cf, loop=loop)
+                wait.add_done_callback(_retrieve)  # read even if the run ends before it does
+                self._waits[wait] = index
+            self._installs.clear()
+            done, _ = await asyncio.wait({*self._pending, *self._waits},
+                                         return_when=asyncio.FIRST_COMPLETED)
             for fut in done:
-                self._land(fut)
+                if fut in self._waits:
+                    self._installed(fut)
+                else:
+                    self._land(fut)
 
     def _fill(self) -> None:
         """Keep ``depth`` fragments per live actor in flight or waiting to be taken."""
@@ -153,6 +168,19 @@ class Rollouts:
             self._ready.append(cause)
         else:
             self._failed(a, lane, exc)
+
+    def _installed(self, fut: asyncio.Future[Any]) -> None:
+        """A policy or weights push answered. If the actor could not take it (say, the
+        policy's class does not import there), its fragments would wait for it forever:
+        raise instead. A dead actor shows up on its fragments."""
+        index = self._waits.pop(fut)
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if isinstance(exc, RayTaskError) and not self.pool.closed:
+            self._ready.append(RuntimeError(
+                f"actor {index} could not take the policy or its weights (is the policy's "
+                f"class importable there, or picklable by value?): {exc}"))
 
     def _failed(self, a: _Actor, lane: _Lane, exc: BaseException) -> None:
         """The actor died or went away: its fragment in flight is lost."""
@@ -193,9 +221,3 @@ def _retrieve(fut: asyncio.Future[Any]) -> None:
     """Read a fragment's outcome even when nobody takes it any more (closed, abandoned)."""
     if not fut.cancelled():
         fut.exception()
-
-
-def _watch(ref: Any) -> None:
-    """Fire and forget, but read the outcome (Ray logs errors nobody read); failures of the
-    actor show up on its fragments."""
-    ref.future().add_done_callback(lambda f: f.exception())
