@@ -42,7 +42,6 @@ import contextlib
 import io
 import json
 import os
-import platform
 import random
 import statistics
 import subprocess
@@ -57,6 +56,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
+
+from _machine import load_text, machine_info  # noqa: E402
 
 RUNNERS = {
     "aiopool-overlapped": "aiopool, actor and learner overlapped (the example)",
@@ -757,26 +758,6 @@ def plot(runs: list[dict[str, Any]], envs: list[str], runners: list[str], path: 
     plt.close(fig)
 
 
-def machine_info() -> dict[str, Any]:
-    import gymnasium
-    import torch
-
-    cpu = "unknown"
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    versions = {"python": platform.python_version(), "numpy": np.__version__,
-                "torch": torch.__version__, "gymnasium": gymnasium.__version__}
-    with contextlib.suppress(ImportError):
-        import envpool
-
-        versions["envpool"] = envpool.__version__
-    return {"cpu": cpu, "cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
-            "kernel": platform.release(), "versions": versions}
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -818,7 +799,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out))
         return 0
 
-    machine = machine_info()
+    machine = machine_info("torch", "gymnasium", "envpool")
     loads = [os.getloadavg()]
     started = time.monotonic()
     runs = []
@@ -844,7 +825,8 @@ def main(argv: list[str] | None = None) -> int:
 
     title = (f"PPO, CleanRL's hyper-parameters, {'quick budget' if args.quick else args.steps}"
              f" env steps, seeds {','.join(map(str, args.seeds))}; {machine['cpu']}, "
-             f"{machine['usable_cores']} cores, load {_load(loads[0])} -> {_load(loads[-1])}")
+             f"{machine['usable_cores']} cores, load {load_text(loads[0])} -> "
+             f"{load_text(loads[-1])}")
     print(f"# PPO training: env-steps/s and return at fixed budgets\n\n{title}; run time "
           f"{run_seconds:.0f} s. Torch threads: MuJoCo 1 (actor and learner); Atari 1 for "
           "inference, for the learner 1 overlapped and every core serial (strict, CleanRL).\n")
@@ -864,10 +846,6 @@ def main(argv: list[str] | None = None) -> int:
     plot(runs, args.envs, args.runners, args.out / f"{name}.png", title)
     print(f"\nwrote {path} and {args.out / f'{name}.png'}")
     return 0
-
-
-def _load(load: tuple[float, float, float] | list[float]) -> str:
-    return "/".join(f"{x:.2f}" for x in load)
 
 
 if __name__ == "__main__":
