@@ -406,6 +406,10 @@ async def main(args: Args) -> dict[str, Any]:
           f"{num_envs} envs x {num_steps} steps per rollout, {num_updates} updates, "
           f"{consumers} consumer(s) of {batch_size} envs; torch threads: inference "
           f"{args.actor_threads}, learner {args.learner_threads}; {env_kwargs}", flush=True)
+    if not args.strict and len(os.sched_getaffinity(0)) <= 2:
+        print("note: on 2 cores the learner's CNN update is the bottleneck, and overlapping "
+              "leaves it one core; --strict gives it every core and trained Breakout faster "
+              "here (benchmarks/training.py)", flush=True)
 
     pool = aiopool.make(args.env_id, num_envs=num_envs, batch_size=batch_size,
                         num_threads=args.num_threads or None, seed=args.seed, **env_kwargs)
