@@ -649,6 +649,8 @@ def run_one(runner: str, env_id: str, seed: int, steps: int) -> dict[str, Any]:
             "seconds": out["seconds"], "sps": out["sps"], "episodes": out["episodes"],
             "update_seconds": statistics.median(h.get("seconds", float("nan"))
                                                 for h in out["history"]),
+            # overlapped: KL(behaviour || proximal) per update, how stale the acting policy was
+            "lag_kl": [h["lag_kl"] for h in out["history"] if "lag_kl" in h],
             "torch_threads": {"actor": args.actor_threads,
                               "learner": out.get("learner_threads", args.learner_threads)},
             "args": asdict(args)}
@@ -773,6 +775,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="a tiny budget (2 updates per env, 1 seed): checks that it all runs")
     p.add_argument("--timeout", type=float, default=6 * 3600, help="seconds per run")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    p.add_argument("--reuse", type=Path,
+                   help="an earlier training.json: take its runs of the --reuse-runners with the "
+                        "same env, seed and steps instead of running them again")
+    p.add_argument("--reuse-runners", default="cleanrl",
+                   help="the runners --reuse takes (CleanRL's and strict runs are deterministic: "
+                        "the same episodes; their speed is from the earlier run's load)")
     p.add_argument("--one", choices=list(RUNNERS), help=argparse.SUPPRESS)  # a child run
     args = p.parse_args(argv)
     args.envs = args.envs.split(",")
@@ -803,6 +811,14 @@ def main(argv: list[str] | None = None) -> int:
     loads = [os.getloadavg()]
     started = time.monotonic()
     runs = []
+    reusable = {}
+    if args.reuse:
+        for r in json.loads(args.reuse.read_text())["runs"]:
+            if r["runner"] in args.reuse_runners.split(","):
+                reusable[r["runner"], r["env"], r["seed"], r["args"]["total_timesteps"]] = r
+    name = "training_quick" if args.quick else "training"
+    args.out.mkdir(parents=True, exist_ok=True)
+    partial = args.out / f"{name}.partial.json"  # the runs so far, should this one be stopped
     order = random.Random(0)
     total = len(args.envs) * len(args.seeds) * len(args.runners)
     for env_id in args.envs:
@@ -811,10 +827,16 @@ def main(argv: list[str] | None = None) -> int:
             runners = list(args.runners)
             order.shuffle(runners)
             for runner in runners:
-                run = measure(runner, env_id, seed, steps, args.timeout)
+                key = (runner, env_id, seed, steps)
+                if key in reusable:
+                    run = {**reusable[key], "reused": True}
+                else:
+                    run = measure(runner, env_id, seed, steps, args.timeout)
+                    partial.write_text(json.dumps({"runs": [*runs, run]}))
                 runs.append(run)
                 last = run["episodes"][-1][1] if run["episodes"] else float("nan")
-                print(f"  [{len(runs)}/{total}] {env_id} seed {seed} {runner:<19} "
+                reused = " (reused)" if key in reusable else ""
+                print(f"  [{len(runs)}/{total}] {env_id} seed {seed} {runner:<19}{reused} "
                       f"{run['sps']:7,.0f} steps/s  {run['seconds']:6.1f} s  last return "
                       f"{last:8.1f}  load {run['load_after'][0]:.2f}  "
                       f"({time.monotonic() - started:.0f} s so far)", file=sys.stderr, flush=True)
@@ -832,17 +854,17 @@ def main(argv: list[str] | None = None) -> int:
           "inference, for the learner 1 overlapped and every core serial (strict, CleanRL).\n")
     print(render(rows, budgets))
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    name = "training_quick" if args.quick else "training"
     result = {"question": "PPO env-steps/s and return at fixed step budgets, aiopool vs "
                           "CleanRL's loop over SyncVectorEnv / EnvPool",
               "envs": args.envs, "seeds": args.seeds, "runners": args.runners,
               "budgets": budgets, "quick": args.quick,
               "machine": {**machine, "load_start": loads[0], "load_end": loads[-1],
                           "load_after_each_seed": loads[1:]},
-              "run_seconds": run_seconds, "summary": rows, "runs": runs}
+              "run_seconds": run_seconds, "reused_from": str(args.reuse or ""),
+              "summary": rows, "runs": runs}
     path = args.out / f"{name}.json"
     path.write_text(json.dumps(result, indent=1))
+    partial.unlink(missing_ok=True)
     plot(runs, args.envs, args.runners, args.out / f"{name}.png", title)
     print(f"\nwrote {path} and {args.out / f'{name}.png'}")
     return 0

@@ -24,19 +24,30 @@ Two schedules, one data path:
   ``SyncVectorEnv``, float for float (``tests/test_ppo_mujoco_atari_examples.py`` checks it).
 - overlapped (default): the learner runs the PPO epochs in its own process (a thread would
   share the GIL with the actor; both are mostly Python around small torch ops) while the actor
-  keeps stepping the envs with its snapshot of the weights, filling the next rollout. With
-  two or more envs, batches are halves of the envs, so the C++ workers step one half while the
-  actor runs inference on the other. The acting policy lags the learner by at most one update:
-  a rollout that is full before the learner is free waits, and its envs wait with it.
+  fills the next rollout. With two or more envs, batches are halves of the envs, so the C++
+  workers step one half while the actor runs inference on the other. A rollout may start
+  while the update before it runs, never earlier; one that is full before the learner is free
+  waits, and its envs wait with it.
 
-That lag is the price of the overlap: rollout k+1 comes from the weights before update k. The
-learner therefore uses the decoupled PPO objective (Hilton et al., "Batch size-invariance for
-policy optimization", NeurIPS 2022), as ``ppo_cartpole_async.py`` does: at the start of an
-update it evaluates the rollout with its current weights, the proximal policy, whose values
-give GAE and the value targets and around which the ratio is clipped; each sample's policy
-loss is weighted by proximal / behaviour probability (1 without lag, where this is CleanRL's
-update). Overlapped runs are not bitwise reproducible: when the learner's weights reach the
-actor depends on timing.
+The overlap makes the acting policy lag the learner: rollout k+1 is collected while update k
+is still learning. Lag costs returns (with a whole rollout on the weights from before update
+k, ``--no-fresh-weights``, HalfCheetah reached 465 at 200k steps against CleanRL's 826), so
+the actor keeps it short, with fresh weights:
+
+- the learner publishes its weights in shared memory after every minibatch (``SharedWeights``)
+  and the actor acts with the newest ones, each action's log-probability from the same ones;
+- the actor starts rollout k+1 only when update k has come far enough that the rollout,
+  acting as long as the last one took, ends just as the update does. The overlap is kept (the
+  learner never waits for a rollout longer than before), and the whole rollout comes from
+  the last stretch of update k, close to the weights update k+1 starts from.
+
+What lag is left, the learner corrects with the decoupled PPO objective (Hilton et al., "Batch
+size-invariance for policy optimization", NeurIPS 2022), as ``ppo_cartpole_async.py`` does: at
+the start of an update it evaluates the rollout with its current weights, the proximal policy,
+whose values give GAE and the value targets and around which the ratio is clipped; each
+sample's policy loss is weighted by proximal / behaviour probability (1 without lag, where
+this is CleanRL's update). Overlapped runs are not bitwise reproducible: when the learner's
+weights reach the actor depends on timing.
 
 Threads: the actor's torch runs on 1 intra-op thread (a forward of a 64-unit MLP on a few rows
 takes ~30 us; a second thread only adds wake-ups, and under load makes it milliseconds), the
@@ -53,6 +64,7 @@ import math
 import multiprocessing
 import random
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any
@@ -91,6 +103,10 @@ class Args:
     """stop an update's epochs once approx_kl exceeds this (0: never, CleanRL's None)"""
     strict: bool = False
     """serial PPO, CleanRL's loop float for float (default: actor and learner overlapped)"""
+    fresh_weights: bool = True
+    """overlapped: act with the learner's newest weights, published after every minibatch,
+    and start each rollout late enough to end with the update in flight (--no-fresh-weights:
+    a whole rollout acts on the weights from before that update)"""
     num_threads: int = 0
     """aiopool worker threads (0: its default, one less than the cores)"""
     actor_threads: int = 1
@@ -224,12 +240,14 @@ class Rollout:
 
 
 def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args: Args,
-               lr: float, decoupled: bool) -> dict[str, float]:
+               lr: float, decoupled: bool, publish: Callable[[int], None] | None = None
+               ) -> dict[str, float]:
     """CleanRL's GAE and PPO epochs on a complete rollout, op for op.
 
     ``decoupled`` (overlapped runs): the old policy and the values are the learner's current
     weights evaluated on the rollout (the proximal policy) instead of the actor's records, and
     each sample's policy loss is weighted by proximal / behaviour probability.
+    ``publish(n)``, if given, runs after the n-th optimizer step of the update.
     """
     num_steps, num_envs = r.rewards.shape
     obs_shape, act_shape = r.obs.shape[2:], r.actions.shape[2:]
@@ -274,6 +292,7 @@ def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args:
     minibatch_size = batch_size // args.num_minibatches
     b_inds = np.arange(batch_size)
     clipfracs = []
+    steps_done = 0
     for _epoch in range(args.update_epochs):
         np.random.shuffle(b_inds)
         for start in range(0, batch_size, minibatch_size):
@@ -322,6 +341,9 @@ def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args:
             loss.backward()
             nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
             optimizer.step()
+            steps_done += 1
+            if publish is not None:
+                publish(steps_done)
 
         if args.target_kl and approx_kl > args.target_kl:
             break
@@ -333,18 +355,80 @@ def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args:
             "entropy": entropy_loss.item(), "old_approx_kl": old_approx_kl.item(),
             "approx_kl": approx_kl.item(), "clipfrac": float(np.mean(clipfracs)),
             "explained_variance": float(explained_var),
-            "lag_weight_max": lag_weights.max().item() if decoupled else 1.0}
+            "lag_weight_max": lag_weights.max().item() if decoupled else 1.0,
+            # how far the behaviour policy was from the proximal one: KL(behaviour || proximal)
+            "lag_kl": -lag_weights.log().mean().item() if decoupled else 0.0}
+
+
+class SharedWeights:
+    """The learner's newest weights in shared memory, and how far its update has come.
+
+    The learner ``publish``es its parameters after every minibatch; the actor's agent has its
+    parameters in one flat tensor, which ``refresh`` overwrites with the newest published
+    ones, so each action comes from the freshest weights (and its log-probability, the
+    behaviour policy's, from the same ones). ``header``: [version, update, minibatches done].
+    Built by the actor and passed to the spawned learner with its arguments.
+    """
+
+    def __init__(self, agent: Agent, ctx: Any) -> None:
+        self.size = sum(p.numel() for p in agent.parameters())
+        self.params = ctx.RawArray("f", self.size)
+        self.header = ctx.RawArray("q", 3)
+        self.lock = ctx.Lock()
+        self.seen = 0  # the version the actor acts with
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("flat", None)  # the actor's
+        return state
+
+    def bind(self, agent: Agent) -> None:
+        """The actor's side: make ``agent``'s parameters views of one flat tensor."""
+        self.flat = torch.cat([p.detach().reshape(-1) for p in agent.parameters()])
+        offset = 0
+        for p in agent.parameters():
+            p.data = self.flat[offset:offset + p.numel()].view_as(p)
+            offset += p.numel()
+        np.frombuffer(self.params, np.float32)[:] = self.flat.numpy()
+
+    def refresh(self) -> None:
+        """The actor's side: act with the newest published weights from now on."""
+        if np.frombuffer(self.header, np.int64)[0] != self.seen:
+            with self.lock:
+                self.flat.numpy()[:] = np.frombuffer(self.params, np.float32)
+                self.seen = int(np.frombuffer(self.header, np.int64)[0])
+
+    def progress(self, k: int) -> int:
+        """Minibatches update ``k`` has done (0 before it starts)."""
+        with self.lock:
+            _, update, done = np.frombuffer(self.header, np.int64).tolist()
+        return done if update == k else 0
+
+    def start(self, k: int) -> None:
+        """The learner's side: update ``k`` begins."""
+        with self.lock:
+            header = np.frombuffer(self.header, np.int64)
+            header[1], header[2] = k, 0
+
+    def publish(self, agent: Agent, done: int) -> None:
+        """The learner's side: ``agent``'s weights after ``done`` minibatches."""
+        flat = torch.cat([p.detach().reshape(-1) for p in agent.parameters()]).numpy()
+        with self.lock:
+            np.frombuffer(self.params, np.float32)[:] = flat
+            header = np.frombuffer(self.header, np.int64)
+            header[0] += 1
+            header[2] = done
 
 
 # The learner's agent and optimizer: in the learner process when overlapped, in this process
 # (sharing the actor's agent, as CleanRL's one agent) with --strict.
-_learner: tuple[Agent, torch.optim.Optimizer, Args] | None = None
+_learner: tuple[Agent, torch.optim.Optimizer, Args, SharedWeights | None] | None = None
 
 Weights = dict[str, np.ndarray]
 
 
 def learner_init(args: Args, obs_dim: int, act_dim: int, weights: Weights,
-                 agent: Agent | None = None) -> None:
+                 agent: Agent | None = None, shared: SharedWeights | None = None) -> None:
     global _learner
     torch.set_num_threads(args.learner_threads)
     np.random.seed(args.seed)  # the minibatch shuffles, CleanRL's global numpy stream
@@ -356,17 +440,21 @@ def learner_init(args: Args, obs_dim: int, act_dim: int, weights: Weights,
     # checks the weights against CleanRL's run).
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5,
                                  foreach=True)
-    _learner = (agent, optimizer, args)
+    _learner = (agent, optimizer, args, shared)
 
 
-def learner_update(rollout: Rollout, lr: float, decoupled: bool
+def learner_update(rollout: Rollout, lr: float, decoupled: bool, k: int = 0
                    ) -> tuple[Weights, dict[str, float]]:
-    """One PPO update; returns the new weights (numpy, cheap to pickle) and statistics."""
+    """Update ``k``; returns the new weights (numpy, cheap to pickle) and statistics."""
     assert _learner is not None, "learner_init runs first"
-    agent, optimizer, args = _learner
+    agent, optimizer, args, shared = _learner
     torch.set_num_threads(args.learner_threads)
     start = time.perf_counter()
-    stats = ppo_update(agent, optimizer, rollout, args, lr, decoupled)
+    publish = None
+    if shared is not None:
+        shared.start(k)
+        publish = lambda done: shared.publish(agent, done)  # noqa: E731
+    stats = ppo_update(agent, optimizer, rollout, args, lr, decoupled, publish)
     stats["seconds"] = time.perf_counter() - start
     return {k: v.detach().numpy().copy() for k, v in agent.state_dict().items()}, stats
 
@@ -425,17 +513,24 @@ async def main(args: Args) -> dict[str, Any]:
     learner_args = (args, obs_dim, act_dim,
                     {k: v.detach().numpy() for k, v in agent.state_dict().items()})
     learner_process = None
+    shared: SharedWeights | None = None
     if args.strict:
         learner_init(*learner_args, agent=agent)
     else:
         # Spawned, not forked: a process whose torch already ran on several threads (a test
         # run, a notebook) cannot fork safely, as the child's first parallel region waits
         # forever for OpenMP threads that were not copied. Starting takes a few seconds.
+        ctx = multiprocessing.get_context("spawn")
+        if args.fresh_weights:
+            shared = SharedWeights(agent, ctx)
+            shared.bind(agent)
         learner_process = ProcessPoolExecutor(
-            max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-            initializer=learner_init, initargs=learner_args)
+            max_workers=1, mp_context=ctx, initializer=learner_init,
+            initargs=(*learner_args, None, shared))
         learner_process.submit(int).result()
-    print(f"{args.env_id}: {'strict (serial, CleanRL loop)' if args.strict else 'overlapped'}, "
+    schedule = ("strict (serial, CleanRL loop)" if args.strict else
+                "overlapped, fresh weights" if shared else "overlapped, one update behind")
+    print(f"{args.env_id}: {schedule}, "
           f"{num_envs} envs x {num_steps} steps per rollout, {num_updates} updates; torch "
           f"threads: actor {args.actor_threads}, learner {args.learner_threads}", flush=True)
 
@@ -457,6 +552,12 @@ async def main(args: Args) -> dict[str, Any]:
     learn_queue: collections.deque[int] = collections.deque()  # complete rollouts, in order
     update: asyncio.Future[tuple[Weights, dict[str, float]]] | None = None
     updates_done = 0
+    # For fresh weights: seconds a rollout takes to act and an update to learn (the last
+    # ones seen), and when each rollout began and each update was handed over.
+    acting = learning = 0.0
+    began: dict[int, float] = {}
+    handed_over = 0.0
+    minibatches = args.update_epochs * args.num_minibatches
     history: list[dict[str, float]] = []
     episodes: list[tuple[int, float, int]] = []  # (global step, return, length)
     recent: collections.deque[float] = collections.deque(maxlen=20)
@@ -468,15 +569,26 @@ async def main(args: Args) -> dict[str, Any]:
 
     def may_act(env_id: int) -> bool:
         k = int(env_rollout[env_id])
-        return k < num_updates and updates_done >= k - lag
+        if k >= num_updates or updates_done < k - lag:
+            return False
+        if shared is None or updates_done > k - 1 or not (acting and learning):
+            return True
+        # Fresh weights: rollout k starts once update k-1 has come far enough that the
+        # rollout, acting as long as the last one did, ends when the update does (a little
+        # early rather than late, which would leave the learner idle).
+        late = 1.0 - 1.2 * acting / learning
+        return late <= 0 or shared.progress(k - 1) >= late * minibatches
 
     def issue(env_ids: list[int]) -> None:
         """Choose actions for these envs (rows in env order) and send them."""
+        if shared is not None:
+            shared.refresh()
         actions, logprobs, values = act(agent, next_obs[env_ids])
         for j, i in enumerate(env_ids):
             k = int(env_rollout[i])
             if k not in rollouts:
                 rollouts[k] = new_rollout()
+                began[k] = time.perf_counter()
             r = rollouts[k]
             t = int(r.issued[i])
             r.obs[t, i], r.dones[t, i] = next_obs[i], next_done[i]
@@ -488,8 +600,9 @@ async def main(args: Args) -> dict[str, Any]:
         pool.send(np.clip(actions, low, high), np.asarray(env_ids, np.int32))
 
     def finish(result: tuple[Weights, dict[str, float]]) -> None:
-        nonlocal updates_done
+        nonlocal updates_done, learning
         weights, stats = result
+        learning = time.perf_counter() - handed_over
         if learner_process is not None:
             agent.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
         history.append(stats)
@@ -497,17 +610,18 @@ async def main(args: Args) -> dict[str, Any]:
 
     def start_update() -> None:
         """Give the oldest complete rollout to the learner (at most one update at a time)."""
-        nonlocal update
+        nonlocal update, handed_over
         if update is not None or not learn_queue:
             return
         k = learn_queue.popleft()
         rollout, lr = rollouts.pop(k), lr_of(k)
+        handed_over = time.perf_counter()
         if learner_process is None:  # --strict: learn now; the actor waits
             finish(learner_update(rollout, lr, False))
             torch.set_num_threads(args.actor_threads)
         else:
             update = asyncio.get_running_loop().run_in_executor(
-                learner_process, learner_update, rollout, lr, True)
+                learner_process, learner_update, rollout, lr, True, k)
 
     async def wait_for_update() -> None:
         nonlocal update
@@ -549,6 +663,7 @@ async def main(args: Args) -> dict[str, Any]:
                     r.next_obs[i], r.next_done[i] = next_obs[i], next_done[i]
                     if r.complete:
                         learn_queue.append(k)
+                        acting = time.perf_counter() - began.pop(k, start)  # 0: from start
 
             # 2. The learner: a finished update's weights reach the actor between batches.
             if update is not None and update.done():
@@ -564,7 +679,11 @@ async def main(args: Args) -> dict[str, Any]:
                     issue(ready)
                 if (in_flight >= 0).any() or update is None:
                     break
-                await wait_for_update()  # nothing in flight: every env waits for the learner
+                # Nothing in flight: every env waits for the learner, to finish or (fresh
+                # weights) to come far enough.
+                await asyncio.wait([update], timeout=0.002 if shared else None)
+                if update.done():
+                    await wait_for_update()
             if not (in_flight >= 0).any():
                 assert updates_done == num_updates, "nothing in flight, nothing to wait for"
                 break  # every update is done

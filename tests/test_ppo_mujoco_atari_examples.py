@@ -67,13 +67,15 @@ def test_continuous_strict_is_cleanrl_over_syncvectorenv_float_for_float(
     assert_same_training(mine, theirs)
 
 
-def test_continuous_overlapped_changes_only_the_schedule() -> None:
+@pytest.mark.parametrize("fresh_weights", [True, pytest.param(False, marks=pytest.mark.slow)])
+def test_continuous_overlapped_changes_only_the_schedule(fresh_weights: bool) -> None:
     # One env: the first rollout comes from the initial weights in both modes, step for step.
     # Its update is CleanRL's in strict mode and the decoupled one overlapped, which without
     # policy lag is the same update up to rounding (the proximal policy is evaluated in one
     # batch, not row by row). Then the overlapped actor acts while the learner learns, so
-    # rollout 2 comes from older weights than in strict mode, and the runs part.
-    args = continuous("Hopper-v5", 1, 256, 3, num_minibatches=4, update_epochs=2)
+    # rollout 2 comes from other weights than in strict mode, and the runs part.
+    args = continuous("Hopper-v5", 1, 256, 3, num_minibatches=4, update_epochs=2,
+                      fresh_weights=fresh_weights)
     overlapped = asyncio.run(mujoco.main(args))
     strict = asyncio.run(mujoco.main(replace(args, strict=True)))
     assert overlapped["updates"] == 3 and overlapped["global_step"] >= 3 * 256
@@ -87,6 +89,43 @@ def test_continuous_overlapped_changes_only_the_schedule() -> None:
         assert math.isfinite(h["lag_weight_max"]) and h["lag_weight_max"] > 0
         assert h["seconds"] > 0  # measured in the learner process
     assert all(np.isfinite(w).all() for w in overlapped["weights"].values())
+
+
+def test_shared_weights_carry_the_learners_newest_weights_to_the_actor() -> None:
+    torch = pytest.importorskip("torch")
+    import multiprocessing
+
+    torch.manual_seed(0)
+    actor = mujoco.Agent(11, 3)
+    torch.manual_seed(1)
+    learner = mujoco.Agent(11, 3)
+    obs = np.random.default_rng(0).standard_normal((4, 11)).astype(np.float32)
+
+    def act(agent: mujoco.Agent) -> tuple[np.ndarray, ...]:
+        torch.manual_seed(2)
+        return mujoco.act(agent, obs)
+
+    before = act(actor)
+    shared = mujoco.SharedWeights(actor, multiprocessing.get_context("spawn"))
+    shared.bind(actor)  # the actor's parameters become views of one flat tensor: same policy
+    for a, b in zip(act(actor), before, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+    assert shared.progress(0) == 0
+    shared.start(3)
+    shared.publish(learner, 5)  # update 3, 5 minibatches done
+    assert (shared.progress(3), shared.progress(2)) == (5, 0)
+    for a, b in zip(act(actor), before, strict=True):  # not yet: the actor refreshes
+        np.testing.assert_array_equal(a, b)
+    shared.refresh()
+    for name, value in learner.state_dict().items():
+        np.testing.assert_array_equal(actor.state_dict()[name].numpy(), value.numpy(), name)
+    for a, b in zip(act(actor), act(learner), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+    # Loading a state dict (the update's final weights) writes through to the flat tensor.
+    actor.load_state_dict({k: v * 0 for k, v in learner.state_dict().items()})
+    assert not shared.flat.any()
 
 
 def test_continuous_halves_of_the_envs_overlap_stepping_and_inference() -> None:
