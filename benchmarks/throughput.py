@@ -23,8 +23,8 @@ Usage:
 
 Then, unless ``--overhead-envs ''``, the adapter-overhead table: CPU µs per call of the
 gymnasium, SB3 and dm_env adapters against the raw pool's ``send`` + ``recv_blocking`` (and its
-async ``step``) at M = 1, 4, 16; and, when SyncVectorEnv ran, the gymnasium adapter ÷
-SyncVectorEnv per column.
+async ``step``, and the same plus a copy of the obs: the floor of ``copy=True``) at M = 1, 4,
+16; and, when SyncVectorEnv ran, the gymnasium adapter ÷ SyncVectorEnv per column.
 
 Writes ``<out>/throughput.json`` and ``<out>/throughput.png`` (default ``benchmarks/results``)
 and prints markdown tables.
@@ -674,21 +674,30 @@ def peer_runners(env_id: str, max_gym_envs: int, skipped: list[str]) -> list[Run
 
 OVERHEAD_ENVS = "1,4,16"
 OVERHEAD_RAW = "pool send + recv_blocking"
+# The same and a copy of the batch's obs: what copying alone costs (the floor of the adapters'
+# copy=True, most of it for Atari frames).
+OVERHEAD_COPY = "pool send + recv_blocking + obs.copy()"
 
 
 def overhead_makers(env_id: str, skipped: list[str]) -> dict[str, Callable[[int], Any]]:
     """name -> make(num_envs) -> (step(actions), [actions...], close()), raw pool first."""
 
-    def raw(m: int) -> Any:
-        pool = aiopool.make(env_id, m, m, seed=0)
-        pool.async_reset()
-        pool.recv_blocking()
-
-        def step(actions: Any) -> None:
-            pool.send(actions)
+    def raw_maker(copy_obs: bool) -> Callable[[int], Any]:
+        def make(m: int) -> Any:
+            pool = aiopool.make(env_id, m, m, seed=0)
+            pool.async_reset()
             pool.recv_blocking()
 
-        return step, _actions(pool.single_action_space, m), pool.close
+            def step(actions: Any) -> Any:
+                pool.send(actions)
+                batch = pool.recv_blocking()
+                return batch.obs.copy() if copy_obs else None
+
+            return step, _actions(pool.single_action_space, m), pool.close
+
+        return make
+
+    raw, raw_obs_copy = raw_maker(False), raw_maker(True)
 
     def pool_step(m: int) -> Any:
         loop = asyncio.new_event_loop()
@@ -724,8 +733,8 @@ def overhead_makers(env_id: str, skipped: list[str]) -> dict[str, Callable[[int]
         return env.step, [a[0] for a in actions] if m == 1 else actions, env.close
 
     makers: dict[str, Callable[[int], Any]] = {
-        OVERHEAD_RAW: raw, "pool step (asyncio)": pool_step, "gymnasium adapter": gymnasium,
-        "gymnasium adapter, copy=False": gymnasium_views}
+        OVERHEAD_RAW: raw, OVERHEAD_COPY: raw_obs_copy, "pool step (asyncio)": pool_step,
+        "gymnasium adapter": gymnasium, "gymnasium adapter, copy=False": gymnasium_views}
     for name, module, make_ in (("SB3 adapter", "stable_baselines3", sb3),
                                 ("dm_env adapter", "dm_env", dm)):
         try:
@@ -836,7 +845,7 @@ def render_overhead(o: Overhead) -> str:
         for m in o.envs:
             med, over = o.median(runner, m), o.over_raw(runner, m)
             cells.append("—" if med is None else f"{med:.1f}" if runner == OVERHEAD_RAW
-                         else f"{med:.1f} (+{over:.1f})" if over is not None else f"{med:.1f}")
+                         else f"{med:.1f} ({over:+.1f})" if over is not None else f"{med:.1f}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join([
         f"**Adapter overhead**: CPU time per call of the calling thread (median over repeats "

@@ -64,15 +64,21 @@ def _same(a: Any, b: Any, where: str) -> None:
 @pytest.mark.parametrize("mode", MODES, ids=[m.value for m in MODES])
 @pytest.mark.parametrize(("env_id", "path"), [
     ("CartPole-v1", "any"), ("Acrobot-v1", "any"), ("MountainCarContinuous-v0", "any"),
-    ("CartPole-v1", "gathered"), ("Acrobot-v1", "copy=False")])
+    ("CartPole-v1", "sorted"), ("Acrobot-v1", "python"), ("CartPole-v1", "python sorted"),
+    ("Acrobot-v1", "copy=False"), ("CartPole-v1", "sorted copy=False"),
+    ("MountainCarContinuous-v0", "python copy=False")])
 def test_matches_sync_vector_env_step_by_step(env_id: str, mode: AutoresetMode,
                                               path: str) -> None:
-    """``path="gathered"``: every call takes the lockstep's general path (sort and gather),
-    as if no batch came in env id order; otherwise mostly the in-order one. ``"copy=False"``:
-    the observations are the pool's views, not copies."""
-    ref, ours = _pair(env_id, mode, copy=path != "copy=False")
-    if path == "gathered":
+    """Each path of the lockstep. ``"any"``: the native copy (mostly in env id order).
+    ``"sorted"``: every call of all envs is taken as out of env id order (the obs kept for
+    partial resets are a sorted copy; with copy=False the native copy sorts the obs too).
+    ``"python"``: the copies a process-backed pool's batches take (``"python sorted"``: the
+    general sort and gather). ``"copy=False"``: the observations are the pool's views."""
+    ref, ours = _pair(env_id, mode, copy="copy=False" not in path)
+    if "sorted" in path:
         ours._steps._ids_bytes = b"never in order"  # type: ignore[attr-defined]
+    if "python" in path:
+        ours._steps._native_copies = False  # type: ignore[attr-defined]
     with closing(ref), closing(ours):
         assert ours.metadata["autoreset_mode"] is mode
         assert ours.observation_space == ref.observation_space
@@ -375,24 +381,50 @@ def _same_rows(a: Any, b: Any, where: str) -> None:
 @pytest.mark.parametrize("autoreset", ["next_step", "same_step"])
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "HalfCheetah-v5"])
 def test_rows_in_order_equal_the_general_path(env_id: str, autoreset: str) -> None:
-    """The lockstep's fast path (one batch, rows in env id order: each field copied once, the
-    final ones only if an episode ended) gives what the general path gives for the same rows
-    arriving shuffled, in one batch or two."""
-    from aiopool.adapters import Plan, _rows, _rows_in_order
+    """The lockstep's fast paths (one batch, rows in env id order: each field copied once, the
+    final ones only if an episode ended; natively, in one call, also from a batch whose rows
+    are out of order) give what the general path gives for the same rows arriving shuffled,
+    in one batch or two."""
+    from aiopool.adapters import Plan, _rows, _rows_copied, _rows_in_order
 
     n = 4
     with aiopool.make(env_id, n, n, num_threads=1, seed=3, autoreset=autoreset,
                       max_episode_steps=15) as pool:
         ids = np.arange(n, dtype=np.int32)
+        plan = Plan.of(pool._names, None)
+        base = {"first": np.ones(n, dtype=np.bool_)}
         space = pool.single_action_space
         space.seed(0)
         ended = finals = 0
+        shuffles = [np.array(p, dtype=np.int32) for p in ([3, 1, 0, 2], [1, 0, 3, 2], [2, 3, 1, 0])]
         pool.async_reset()
+        sent = ids
         for t in range(60):
             batch = pool.recv_blocking()
-            assert batch.env_id.tolist() == ids.tolist(), "one worker thread: in env order"
-            fast = _rows_in_order(batch, ids, Plan.of(pool._names, None))
+            assert batch.env_id.tolist() == sent.tolist(), "one worker thread: in sent order"
+            copies = batch._handle.copies
+            in_order = sent is ids
+            native = _rows_copied(copies, batch.obs, ids, plan, True, None, not in_order)
+            some_ended = bool((batch.terminated | batch.truncated).any())
+            assert ("final_obs" in native.info) == (autoreset == "same_step" and some_ended)
+            ended += some_ended
+            finals += "final_info" in native.info
+            # Every third call is sent out of env id order, and (t = 2 mod 3) the next one's
+            # rows are sorted natively though they are in it: only the native and general
+            # paths apply.
+            sent = shuffles[t % 9 // 3] if t % 3 == 1 else ids
+            if not in_order or t % 3 == 2:
+                _same_rows(_rows([batch], plan)._asdict(), native._asdict(), f"step {t}")
+                based = _rows_copied(copies, batch.obs, ids, plan, True, base, True)
+                assert list(based.info) == ["first", *native.info], f"step {t}"
+                _same_rows(_rows([batch], plan, base)._asdict(), based._asdict(), f"step {t}")
+                pool.send(np.stack([space.sample() for _ in range(n)]), sent)
+                continue
+            fast = _rows_in_order(batch, ids, plan)
             assert fast.env_id is ids
+            _same_rows(native._asdict(), fast._asdict(), f"step {t} native")
+            views = _rows_copied(copies, batch.obs, ids, plan, False, None, False)
+            assert views.obs is batch.obs and views.info.keys() == fast.info.keys()
             for rows in ([3, 1, 0, 2], [2, 3, 0, 1]):
                 shuffled = _permuted(batch, rows)
                 general = _rows([shuffled], Plan.of(pool._names, None))
@@ -400,16 +432,44 @@ def test_rows_in_order_equal_the_general_path(env_id: str, autoreset: str) -> No
                 halves = [_permuted(batch, rows[:1]), _permuted(batch, rows[1:])]
                 general = _rows(halves, Plan.of(pool._names, None))
                 _same_rows(general._asdict(), fast._asdict(), f"step {t} in two {rows}")
-            for value in (fast.obs, fast.reward, fast.terminated, *fast.info.values()):
-                for array in value.values() if isinstance(value, dict) else [value]:
-                    assert array.flags.writeable and array.flags.owndata, f"step {t}"
-            some_ended = bool((batch.terminated | batch.truncated).any())
-            assert ("final_obs" in fast.info) == (autoreset == "same_step" and some_ended)
-            ended += some_ended
-            finals += "final_info" in fast.info
-            pool.send(np.stack([space.sample() for _ in range(n)]))
+            for r in (fast, native):
+                for value in (r.obs, r.reward, r.terminated, r.truncated, *r.info.values()):
+                    for array in value.values() if isinstance(value, dict) else [value]:
+                        assert array.flags.writeable and array.flags.owndata, f"step {t}"
+            pool.send(np.stack([space.sample() for _ in range(n)]), sent)
         pool.recv_blocking()
         assert ended >= 3 and (finals >= 3) == (autoreset == "same_step"), (ended, finals)
+
+
+@pytest.mark.parametrize("copy_obs", [True, False], ids=["copy", "views"])
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_rows_arriving_out_of_env_id_order_are_sorted(native: bool, copy_obs: bool) -> None:
+    """A lockstep step whose rows arrive shuffled gives the rows (and ``last_obs``, what a
+    partial reset keeps of the other envs) of a twin stepped in order."""
+    from aiopool.adapters import Lockstep
+
+    n = 4
+    kw: dict[str, Any] = {"seed": 0, "autoreset": "same_step", "num_threads": 1,
+                          "max_episode_steps": 6}
+    with closing(Lockstep("CartPole-v1", n, copy_obs=copy_obs, **kw)) as ours, \
+            closing(Lockstep("CartPole-v1", n, **kw)) as twin:
+        ours._native_copies = native
+        ours.info_base = twin.info_base = {"first": np.ones(n, dtype=np.bool_)}
+        ours.reset()
+        twin.reset()
+        rng = np.random.default_rng(0)
+        finals = 0
+        for t in range(20):
+            actions = rng.integers(0, 2, n)
+            shuffled = rng.permutation(n).astype(np.int32)
+            ours.pool.send(actions[shuffled], shuffled)  # Lockstep.send, in another order
+            ours._pending, ours._awaiting = "step", n
+            got, want = ours.wait(), twin.step(actions)
+            assert ours._last[0].env_id.tolist() == shuffled.tolist(), "arrived as sent"
+            _same_rows(want._asdict(), got._asdict(), f"step {t}")
+            _same(want.obs, ours.last_obs, f"step {t} last_obs")
+            finals += "final_obs" in got.info
+        assert finals >= 3, finals
 
 
 def test_step_arrays_are_the_callers_and_masks_shared_read_only() -> None:

@@ -58,3 +58,8 @@ class Pool:
 
 class BlockHandle:
     def array(self, field: int) -> npt.NDArray[Any]: ...
+    # Writeable copies of fields in one call (the sync adapters'): one array per field, except
+    # that with keys the last len(keys) go, by key, into a copy of `into` (a new dict if None),
+    # which ends the tuple; by_env_id: rows in env id order (a permutation of 0..len-1 needed).
+    def copies(self, fields: tuple[int, ...], keys: tuple[str, ...] | None = None,
+               into: dict[str, Any] | None = None, by_env_id: bool = False) -> tuple[Any, ...]: ...

@@ -9,10 +9,13 @@ call sends to its envs, waits for exactly their rows (in ``recv_blocking``, GIL 
 returns them ordered by env id as writeable copies. Resetting only some envs (gymnasium's
 ``reset_mask``) ends with ``Pool.flush``, which hands out their rows as one short batch.
 
-The copies are the adapters' main cost per call, so the common case takes a short path: one
-batch whose rows are already in env id order (with one worker thread they always are) has each
-field copied once, with no sort, and only the fields the adapter reads (``Plan``, worked out
-once per pool); other batches are sorted and gathered (``_rows``).
+The copies are the adapters' main cost per call, so the common case takes a short path: a call
+whose rows come in one batch (a step's always do) has every field the adapter reads (``Plan``,
+worked out once per pool) copied in one native call (``BlockHandle.copies``), straight into env
+id order if the rows are not in it already (with one worker thread they always are), and the
+info dict built there too (from ``info_base``). The batches of a process-backed pool, and the
+rare calls whose rows come in several batches, are copied in Python (``_rows_in_order``,
+``_rows``).
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ class Rows(NamedTuple):
     so is ``obs`` unless the lockstep was made with ``copy_obs=False``.
 
     ``info`` holds the pool's info arrays (``elapsed_step``, ``episode_return``,
-    ``episode_length``, family extras; only the adapter's ``info_keys`` if it named some) and,
+    ``episode_length``, family extras; only the adapter's ``info_keys`` if it named some), after
+    the entries of the lockstep's ``info_base`` when the call covers every env, and,
     with ``autoreset="same_step"`` when an episode ended, ``final_obs`` and the dict
     ``final_info`` (valid where ``terminated | truncated``; left out when no episode ended).
     """
@@ -53,11 +57,15 @@ class Rows(NamedTuple):
 
 class Plan(NamedTuple):
     """Where each key of ``Rows.info`` comes from: indices into ``Batch.fields()``, worked out
-    once per pool from its field names."""
+    once per pool from its field names; and the same as the arguments of one native copy."""
 
     info: tuple[tuple[int, str], ...]  # (field, key) of the plain info keys
     final_obs: int | None  # the field of final_obs (same_step)
     final_info: tuple[tuple[int, str], ...]  # (field, key) of final_info's keys (same_step)
+    fields: tuple[int, ...]  # obs, reward, terminated, truncated, then those of ``info``
+    keys: tuple[str, ...]  # the plain info keys, in field order
+    final_fields: tuple[int, ...]  # final_obs (if any), then those of ``final_info``
+    final_keys: tuple[str, ...]  # final_info's keys
 
     @classmethod
     def of(cls, names: Sequence[str], keep: Collection[str] | None) -> Plan:
@@ -71,12 +79,10 @@ class Plan(NamedTuple):
                 final_obs = i
             elif keep is None or name in keep:
                 info.append((i, name))
-        return cls(tuple(info), final_obs, tuple(final_info))
-
-    @property
-    def keys(self) -> list[str]:
-        """The plain info keys, in field order."""
-        return [key for _, key in self.info]
+        return cls(tuple(info), final_obs, tuple(final_info),
+                   (0, 1, 2, 3, *(i for i, _ in info)), tuple(key for _, key in info),
+                   (*(() if final_obs is None else (final_obs,)), *(i for i, _ in final_info)),
+                   tuple(key for _, key in final_info))
 
 
 class Lockstep:
@@ -92,6 +98,10 @@ class Lockstep:
     A call interrupted while waiting (Ctrl-C) loses nothing: the rows received so far are
     kept, ``wait`` finishes an interrupted step, and ``reset`` drains whatever is pending.
     ``send`` refuses to run while rows are pending, since the caller has not seen them.
+
+    ``info_base`` (default None) is a dict whose entries start the ``info`` of every call that
+    covers all envs, before the values (the gymnasium adapter's all-True ``_key`` masks): the
+    native copy builds the adapter's dict in one go.
     """
 
     def __init__(self, env_id: str | Callable[[], Any], num_envs: int, *, seed: int | None,
@@ -109,6 +119,7 @@ class Lockstep:
                                **make_kwargs)
         self.plan = Plan.of(self.pool._names, info_keys)
         self.copy_obs = copy_obs
+        self.info_base: dict[str, Any] | None = None
         self.ever_reset = False
         self._ids = np.arange(num_envs, dtype=np.int32)
         self._ids.flags.writeable = False  # the env_id of every whole-pool Rows
@@ -116,9 +127,10 @@ class Lockstep:
         self._pending: str | None = None  # "reset" or "step" while its rows are awaited
         self._awaiting = 0  # rows of the pending call not yet received
         self._inbox: list[Batch] = []  # batches of the pending call received so far
-        # The obs of the last rows as the pool's read-only batch holds them, when the rows came
-        # in env id order (``_rows_in_order``), else None: the caller's copy is not safe to keep.
-        self.last_obs: Any = None
+        # The batches of the last call's rows and the env ids it asked for (``last_obs``).
+        self._last: list[Batch] = []
+        self._last_ids = self._ids
+        self._native_copies = True  # False: copy in Python even where the batch could (tests)
 
     def reset(self, env_ids: npt.NDArray[np.int32] | None = None,
               seed: Seeds = None) -> Rows:
@@ -161,7 +173,26 @@ class Lockstep:
             self._check_can_send()
         self.pool.send(actions, self._ids)
         self._pending, self._awaiting = "step", self.num_envs
-        return self._gather(self._ids)
+        batch = self.pool.recv_blocking()  # interrupted: nothing received, the step pending
+        if len(batch.env_id) < self.num_envs:  # not with batch_size = num_envs; kept general
+            self._inbox.append(batch)
+            self._awaiting -= len(batch.env_id)
+            return self._gather(self._ids)
+        self._pending, self._awaiting = None, 0
+        return self._rows_of(batch, self._ids)
+
+    @property
+    def last_obs(self) -> Any:
+        """The obs of the last call's rows, ordered as the env ids it asked for and read-only:
+        the pool's batch's own when they came in that order, else a sorted copy (worked out
+        only when asked: the caller's obs may have been changed since); None before any."""
+        batches, ids = self._last, self._last_ids
+        if not batches:
+            return None
+        if len(batches) == 1 and batches[0].env_id.tobytes() == (
+                self._ids_bytes if len(ids) == self.num_envs else ids.tobytes()):
+            return batches[0].obs
+        return Batch.sorted_concat(batches).obs
 
     def close(self) -> None:
         self.pool.close()
@@ -190,24 +221,62 @@ class Lockstep:
             batches.append(batch)
             self._awaiting -= len(batch.env_id)
         self._inbox, self._pending = [], None
-        # Mostly one batch holding every env asked for, in env id order (one worker thread
-        # finishes them in the order they were sent).
-        if len(batches) == 1 and batches[0].env_id.tobytes() == (
-                self._ids_bytes if ids is self._ids else ids.tobytes()):
-            self.last_obs = batches[0].obs
-            return _rows_in_order(batches[0], ids, self.plan, self.copy_obs)
-        self.last_obs = None
-        return _rows(batches, self.plan)
+        if len(batches) == 1:  # mostly
+            return self._rows_of(batches[0], ids)
+        self._last, self._last_ids = batches, ids
+        return _rows(batches, self.plan, self.info_base if len(ids) == self.num_envs else None)
+
+    def _rows_of(self, batch: Batch, ids: npt.NDArray[np.int32]) -> Rows:
+        """The rows of one batch that holds exactly the envs ``ids``."""
+        self._last, self._last_ids = [batch], ids
+        whole = len(ids) == self.num_envs
+        base = self.info_base if whole else None
+        # A native batch copies itself, and puts the rows of a whole pool in env id order
+        # whatever order they came in; a process-backed pool's batch cannot.
+        copies = getattr(batch._handle, "copies", None) if self._native_copies else None
+        if copies is not None and whole and self.copy_obs:  # a step's, mostly
+            return _rows_copied(copies, batch.obs, ids, self.plan, True, base, True)
+        in_order = batch.env_id.tobytes() == (self._ids_bytes if whole else ids.tobytes())
+        if copies is not None and (in_order or whole):  # copy_obs=False, or a subset in order
+            return _rows_copied(copies, batch.obs, ids, self.plan,
+                                self.copy_obs or not in_order, base, not in_order)
+        if in_order:
+            return _rows_in_order(batch, ids, self.plan, self.copy_obs, base)
+        return _rows([batch], self.plan, base)
+
+
+def _rows_copied(copies: Callable[..., tuple[Any, ...]], obs: Any,
+                 ids: npt.NDArray[np.int32], plan: Plan, copy_obs: bool,
+                 base: dict[str, Any] | None, by_env_id: bool) -> Rows:
+    """``_rows_in_order`` in one native call, ``copies`` (``BlockHandle.copies`` of the batch,
+    whose obs are ``obs``), or with ``by_env_id`` ``_rows`` of one batch holding every env of
+    its pool (sorted on the way): each field the plan names copied once, the info dict built
+    from ``base`` on the way; the final fields only if an episode ended. Without
+    ``copy_obs`` (and ``by_env_id``), the obs are ``obs``."""
+    if copy_obs:
+        obs, reward, terminated, truncated, info = copies(plan.fields, plan.keys, base,
+                                                          by_env_id)
+    else:  # in order: the obs are the batch's own view
+        reward, terminated, truncated, info = copies(plan.fields[1:], plan.keys, base)
+    if plan.final_fields and (np.count_nonzero(terminated) or np.count_nonzero(truncated)):
+        *final_obs, final_info = copies(plan.final_fields, plan.final_keys, None, by_env_id)
+        if final_obs:
+            info["final_obs"] = final_obs[0]
+        if plan.final_info:
+            info["final_info"] = final_info
+    # tuple.__new__: a NamedTuple's own __new__ is a Python function, a call more per step.
+    return tuple.__new__(Rows, (ids, obs, reward, terminated, truncated, info))
 
 
 def _rows_in_order(batch: Batch, ids: npt.NDArray[np.int32], plan: Plan,
-                   copy_obs: bool = True) -> Rows:
+                   copy_obs: bool = True, base: dict[str, Any] | None = None) -> Rows:
     """The rows of a batch that holds exactly ``ids``, in that order (a lockstep step
     mostly is one): each field the plan names copied once (the obs only if ``copy_obs``), and
-    the final ones only if an episode ended."""
+    the final ones only if an episode ended. ``info`` starts with the entries of ``base``."""
     f = batch.fields()
     obs = f[0]
-    info: dict[str, Any] = {key: f[i].copy() for i, key in plan.info}
+    info: dict[str, Any] = {} if base is None else base.copy()
+    info.update((key, f[i].copy()) for i, key in plan.info)
     terminated, truncated = f[2], f[3]
     if (plan.final_info or plan.final_obs is not None) and (
             np.count_nonzero(terminated) or np.count_nonzero(truncated)):
@@ -220,7 +289,7 @@ def _rows_in_order(batch: Batch, ids: npt.NDArray[np.int32], plan: Plan,
     return Rows(ids, obs, f[1].copy(), terminated.copy(), truncated.copy(), info)
 
 
-def _rows(batches: list[Batch], plan: Plan) -> Rows:
+def _rows(batches: list[Batch], plan: Plan, base: dict[str, Any] | None = None) -> Rows:
     """The rows of ``batches`` (one per env asked for, in any order) ordered by env id, each
     field the plan names gathered once (a writeable copy): the general form of
     ``_rows_in_order``."""
@@ -230,7 +299,8 @@ def _rows(batches: list[Batch], plan: Plan) -> Rows:
         f = tuple(obs_map(np.concatenate, list(parts))
                   for parts in zip(*(b.fields() for b in batches), strict=True))
     order = f[4].argsort(kind="stable")
-    info: dict[str, Any] = {key: f[i][order] for i, key in plan.info}
+    info: dict[str, Any] = {} if base is None else base.copy()
+    info.update((key, f[i][order]) for i, key in plan.info)
     terminated, truncated = f[2][order], f[3][order]
     if (plan.final_info or plan.final_obs is not None) and (
             np.count_nonzero(terminated) or np.count_nonzero(truncated)):

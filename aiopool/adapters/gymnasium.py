@@ -89,21 +89,23 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         # gymnasium's Env.np_random_seed of each env: the seed of its last seeded reset.
         self._env_seeds: list[int | None] = [
             None if seed is None else seed + i for i in range(num_envs)]
-        # The latest obs of every env, for partial resets: after a step, the step's read-only
-        # obs (a view of the pool's batch, which nothing writes to) until the next reset.
+        # The latest obs of every env, for partial resets; after a step, the lockstep's
+        # last_obs (read-only: the caller's copy may have been changed) until the next reset.
         self._obs: Any = create_empty_array(self.single_observation_space, num_envs,
                                             fn=np.zeros)
-        self._stepped_obs: Any = None
+        self._stepped = False
         self._ended = np.zeros(num_envs, dtype=np.bool_)  # for DISABLED: must reset first
         self._disabled = mode is AutoresetMode.DISABLED
         # The infos of a step of every env, less the values: each key's all-True mask, made
-        # once and read-only (a step copies this dict, then sets the values in place).
+        # once and read-only. The lockstep starts the info of every call of all envs with a
+        # copy of this dict (its info_base) and sets the values in place.
         self._keys = self._steps.plan.keys
         self._whole: dict[str, Any] = {}
         for key in self._keys:
             mask = np.ones(num_envs, dtype=np.bool_)
             mask.flags.writeable = False
             self._whole[key], self._whole[f"_{key}"] = None, mask
+        self._steps.info_base = self._whole
 
     def reset(self, *, seed: Seeds = None,
               options: dict[str, Any] | None = None) -> tuple[Array, dict[str, Any]]:
@@ -120,9 +122,10 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         if options:
             raise ValueError(f"reset options {sorted(options)} are not supported: aiopool's "
                              "native envs take no reset options (only reset_mask is understood)")
-        if self._stepped_obs is not None:
-            obs_map(lambda p: p[0].__setitem__(slice(None), p[1]), [self._obs, self._stepped_obs])
-            self._stepped_obs = None
+        if self._stepped:
+            obs_map(lambda p: p[0].__setitem__(slice(None), p[1]),
+                    [self._obs, self._steps.last_obs])
+            self._stepped = False
         rows = self._steps.reset(ids, seed)
         for i in rows.env_id.tolist():
             if isinstance(seed, int | np.integer):
@@ -143,13 +146,13 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
                 f"envs {np.flatnonzero(self._ended).tolist()} ended their episodes and "
                 "autoreset_mode is DISABLED; reset them first with "
                 "reset(options={'reset_mask': terminated | truncated})")
-        rows = self._steps.step(actions)
-        self._stepped_obs = self._steps.last_obs
-        if self._stepped_obs is None:  # the rows were gathered: keep a copy
-            obs_map(lambda p: p[0].__setitem__(slice(None), p[1]), [self._obs, rows.obs])
+        _, obs, reward, terminated, truncated, info = rows = self._steps.step(actions)
+        self._stepped = True
         if self._disabled:
-            self._ended = rows.terminated | rows.truncated
-        return rows.obs, rows.reward, rows.terminated, rows.truncated, self._infos(rows)
+            self._ended = terminated | truncated
+        if "final_obs" in info or "final_info" in info:  # else already gymnasium's infos
+            info = self._infos(rows)
+        return obs, reward, terminated, truncated, info
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """One value of ``name`` per env, as ``SyncVectorEnv.get_attr``."""
@@ -213,8 +216,7 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         final_obs = info.get("final_obs")  # present only if an episode ended
         final_info = info.get("final_info")
         if len(rows.env_id) == n:
-            infos = self._whole.copy()
-            infos.update(info)  # the values, in place
+            infos = info  # the values set in a copy of self._whole (the lockstep's info_base)
             if final_obs is not None or final_info is not None:  # in gymnasium's form, below
                 infos.pop("final_obs", None)
                 infos.pop("final_info", None)
