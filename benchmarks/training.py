@@ -848,7 +848,8 @@ def main(argv: list[str] | None = None) -> int:
     title = (f"PPO, CleanRL's hyper-parameters, {'quick budget' if args.quick else args.steps}"
              f" env steps, seeds {','.join(map(str, args.seeds))}; {machine['cpu']}, "
              f"{machine['usable_cores']} cores, load {load_text(loads[0])} -> "
-             f"{load_text(loads[-1])}")
+             f"{load_text(loads[-1])}"
+             + (f"; {args.reuse_runners} from an earlier run" if reusable else ""))
     print(f"# PPO training: env-steps/s and return at fixed budgets\n\n{title}; run time "
           f"{run_seconds:.0f} s. Torch threads: MuJoCo 1 (actor and learner); Atari 1 for "
           "inference, for the learner 1 overlapped and every core serial (strict, CleanRL).\n")
