@@ -7,7 +7,8 @@ and Breakout-v5 (CleanRL's ``ppo_atari_envpool.py``), three runners with the sam
 hyper-parameters:
 
 - ``aiopool-overlapped``: ``examples/ppo_continuous_async.py`` / ``examples/ppo_atari_async.py``
-  (actor over ``pool.stream()``, learner in its own process, policy lag <= 1 update);
+  (actor over ``pool.stream()``, learner in its own process; the MuJoCo actor acts with the
+  learner's newest weights, the Atari one lags it by at most one update);
 - ``aiopool-strict``: the same examples with ``--strict`` (serial, CleanRL's loop over the pool);
 - ``cleanrl``: CleanRL's loop as CleanRL ships it, over gymnasium's ``SyncVectorEnv`` with
   CleanRL's wrappers (MuJoCo) or over EnvPool (Atari): ``cleanrl_continuous`` and
@@ -29,9 +30,13 @@ Usage:
     python benchmarks/training.py                       # 200k steps, 3 seeds: hours on 2 cores
     python benchmarks/training.py --quick               # 2 updates per env, 1 seed: ~4 min
     python benchmarks/training.py --envs Hopper-v5 --steps 50000 --seeds 1
+    python benchmarks/training.py --runners aiopool-overlapped,cleanrl --reuse old/training.json
 
 Writes ``<out>/training.json`` and ``<out>/training.png`` (learning curves; default
-``benchmarks/results``) and prints a markdown table.
+``benchmarks/results``) and prints a markdown table; ``<out>/training.partial.json`` holds the
+runs so far while it runs. ``--reuse`` takes CleanRL's runs (deterministic: the same episodes
+every run) from an earlier result instead of running them again; their speed is then that
+run's, so compare speeds within one run.
 """
 
 from __future__ import annotations
