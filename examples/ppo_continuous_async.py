@@ -355,6 +355,7 @@ def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args:
             "entropy": entropy_loss.item(), "old_approx_kl": old_approx_kl.item(),
             "approx_kl": approx_kl.item(), "clipfrac": float(np.mean(clipfracs)),
             "explained_variance": float(explained_var),
+            "minibatches": steps_done,
             "lag_weight_max": lag_weights.max().item() if decoupled else 1.0,
             # how far the behaviour policy was from the proximal one: KL(behaviour || proximal)
             "lag_kl": -lag_weights.log().mean().item() if decoupled else 0.0}
@@ -557,7 +558,7 @@ async def main(args: Args) -> dict[str, Any]:
     acting = learning = 0.0
     began: dict[int, float] = {}
     handed_over = 0.0
-    minibatches = args.update_epochs * args.num_minibatches
+    minibatches = args.update_epochs * args.num_minibatches  # the last update's
     history: list[dict[str, float]] = []
     episodes: list[tuple[int, float, int]] = []  # (global step, return, length)
     recent: collections.deque[float] = collections.deque(maxlen=20)
@@ -567,17 +568,24 @@ async def main(args: Args) -> dict[str, Any]:
         frac = 1.0 - (k + 1 - 1.0) / num_updates if args.anneal_lr else 1.0
         return frac * args.learning_rate
 
-    def may_act(env_id: int) -> bool:
-        k = int(env_rollout[env_id])
+    def may_start(k: int) -> bool | None:
+        """Whether an env's rollout ``k`` may start: True; False, not before an update ends;
+        None, not before update k-1 has come further (fresh weights).
+
+        Decided once per rollout and pass (the learner's progress moves meanwhile), so that
+        the envs of one rollout start together and the batches stay whole.
+        """
         if k >= num_updates or updates_done < k - lag:
             return False
         if shared is None or updates_done > k - 1 or not (acting and learning):
             return True
         # Fresh weights: rollout k starts once update k-1 has come far enough that the
         # rollout, acting as long as the last one did, ends when the update does (a little
-        # early rather than late, which would leave the learner idle).
+        # early rather than late, which would leave the learner idle). Progress counts
+        # minibatches, of which the last update did `minibatches` (fewer if target_kl
+        # stopped it).
         late = 1.0 - 1.2 * acting / learning
-        return late <= 0 or shared.progress(k - 1) >= late * minibatches
+        return late <= 0 or shared.progress(k - 1) >= late * minibatches or None
 
     def issue(env_ids: list[int]) -> None:
         """Choose actions for these envs (rows in env order) and send them."""
@@ -600,9 +608,10 @@ async def main(args: Args) -> dict[str, Any]:
         pool.send(np.clip(actions, low, high), np.asarray(env_ids, np.int32))
 
     def finish(result: tuple[Weights, dict[str, float]]) -> None:
-        nonlocal updates_done, learning
+        nonlocal updates_done, learning, minibatches
         weights, stats = result
         learning = time.perf_counter() - handed_over
+        minibatches = int(stats["minibatches"])
         if learner_process is not None:
             agent.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
         history.append(stats)
@@ -673,15 +682,19 @@ async def main(args: Args) -> dict[str, Any]:
             # 3. Act on the envs whose next rollout may start; the others wait for an update.
             held.update(env_ids)
             while True:
-                ready = sorted(i for i in held if may_act(i))
+                gates: dict[int, bool | None] = {}
+                for k in {int(env_rollout[i]) for i in held}:
+                    gates[k] = may_start(k)
+                ready = sorted(i for i in held if gates[int(env_rollout[i])])
                 if ready:
                     held.difference_update(ready)
                     issue(ready)
                 if (in_flight >= 0).any() or update is None:
                     break
                 # Nothing in flight: every env waits for the learner, to finish or (fresh
-                # weights) to come far enough.
-                await asyncio.wait([update], timeout=0.002 if shared else None)
+                # weights) to come far enough, which it polls for.
+                polling = None in gates.values()
+                await asyncio.wait([update], timeout=0.002 if polling else None)
                 if update.done():
                     await wait_for_update()
             if not (in_flight >= 0).any():

@@ -128,6 +128,26 @@ def test_shared_weights_carry_the_learners_newest_weights_to_the_actor() -> None
     assert not shared.flat.any()
 
 
+def test_fresh_weights_start_the_envs_of_a_rollout_together(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The learner's progress moves while the actor decides which envs may start the next
+    # rollout. Here it crosses the threshold between two reads: had the envs of one rollout
+    # been split by it, less than a batch would be in flight and recv would raise
+    # NothingInFlight (it did, before the gate was decided once per rollout).
+    reads: dict[int, int] = {}
+
+    def progress(self: mujoco.SharedWeights, k: int) -> int:
+        reads[k] = reads.get(k, 0) + 1
+        return 0 if reads[k] % 4 else 10**6
+
+    monkeypatch.setattr(mujoco.SharedWeights, "progress", progress)
+    args = continuous("HalfCheetah-v5", 4, 32, 6, num_minibatches=4, update_epochs=30,
+                      num_threads=1)
+    out = asyncio.run(mujoco.main(args))
+    assert out["updates"] == 6 and out["global_step"] == 6 * 4 * 32
+    assert reads  # the gate was consulted
+
+
 def test_continuous_halves_of_the_envs_overlap_stepping_and_inference() -> None:
     args = continuous("HalfCheetah-v5", 4, 32, 2, num_minibatches=4, update_epochs=1)
     out = asyncio.run(mujoco.main(args))
