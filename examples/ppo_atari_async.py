@@ -35,6 +35,10 @@ count per thread: a forward in a new thread would use every core whatever the ma
 set). The learner runs on 1 thread when overlapped: the actor and the envs keep the other core
 busy, and a 2-thread learner whose second thread waits for a busy core took 2-4x longer per
 update here than a 1-thread one. With ``--strict`` the learner runs alone and gets every core.
+The overlapped learner keeps its CNN in channels-last memory format (``--no-channels-last``:
+CleanRL's): its update took 5.7 s instead of 6.4-7.1 s on one thread here, and overlapped
+Breakout ran at 173 env-steps/s instead of 137 (30k steps, load 1.3-1.7). The floats round
+differently, so ``--strict`` keeps CleanRL's layout.
 """
 
 from __future__ import annotations
@@ -89,6 +93,9 @@ class Args:
     learner_threads: int = 0
     """0: 1 when overlapped (the actor and the envs have the other core), every core with
     --strict (the learner runs alone)"""
+    channels_last: bool = True
+    """overlapped: the learner's CNN in channels-last memory format, faster on CPUs (other
+    rounding than CleanRL's layout, which --strict keeps)"""
     print_every: float = 10.0
     """seconds between progress lines (0: none)"""
 
@@ -190,9 +197,15 @@ def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args:
     rewards, dones = torch.from_numpy(r.rewards), torch.from_numpy(r.dones)
     next_obs, next_done = torch.from_numpy(r.next_obs).float(), torch.from_numpy(r.next_done)
     b_obs_u8 = torch.from_numpy(r.obs).reshape((-1, *obs_shape))
+    layout = (torch.channels_last if decoupled and args.channels_last else
+              torch.contiguous_format)
+
+    def frames(rows: Any) -> torch.Tensor:
+        return b_obs_u8[rows].float().contiguous(memory_format=layout)
+
     with torch.no_grad():
         if decoupled:
-            chunks = [agent.get_action_and_value(b_obs_u8[i:i + 256].float(),
+            chunks = [agent.get_action_and_value(frames(slice(i, i + 256)),
                                                  actions.reshape(-1)[i:i + 256])
                       for i in range(0, len(b_obs_u8), 256)]
             logprobs = torch.cat([c[1] for c in chunks]).reshape(num_steps, num_envs)
@@ -235,7 +248,7 @@ def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args:
             mb_inds = b_inds[start:start + minibatch_size]
 
             _, newlogprob, entropy, newvalue = agent.get_action_and_value(
-                b_obs_u8[mb_inds].float(), b_actions.long()[mb_inds])
+                frames(mb_inds), b_actions.long()[mb_inds])
             logratio = newlogprob - b_logprobs[mb_inds]
             ratio = logratio.exp()
 
@@ -305,6 +318,8 @@ def learner_init(args: Args, num_actions: int, weights: Weights,
     if agent is None:
         agent = Agent(num_actions)
         agent.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+        if args.channels_last:  # overlapped: see ppo_update
+            agent = agent.to(memory_format=torch.channels_last)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     _learner = (agent, optimizer, args)
 

@@ -173,6 +173,35 @@ def test_atari_overlapped_tiny_budget_runs_through_the_batcher() -> None:
     check_game_logging(out, 8)
 
 
+def test_atari_channels_last_learner_is_the_same_update_up_to_rounding() -> None:
+    # The overlapped learner's CNN in channels-last layout: the same update as CleanRL's
+    # layout (strict's), up to the rounding of another summation order.
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    weights = {k: v.detach().numpy().copy() for k, v in atari.Agent(4).state_dict().items()}
+    rollout = atari.Rollout.empty(16, 8, (4, 84, 84))
+    rng = np.random.default_rng(0)
+    rollout.obs[:] = rng.integers(0, 255, rollout.obs.shape, dtype=np.uint8)
+    rollout.next_obs[:] = rng.integers(0, 255, rollout.next_obs.shape, dtype=np.uint8)
+    rollout.actions[:] = rng.integers(0, 4, rollout.actions.shape)
+    rollout.rewards[:] = rng.choice([-1.0, 0.0, 1.0], rollout.rewards.shape)
+    out = {}
+    for channels_last in (False, True):
+        args = atari.Args(update_epochs=2, channels_last=channels_last, learner_threads=1)
+        atari.learner_init(args, 4, weights)
+        assert atari._learner is not None
+        conv = atari._learner[0].network[0].weight
+        assert conv.is_contiguous(memory_format=torch.channels_last) == channels_last
+        out[channels_last] = atari.learner_update(rollout, args.learning_rate, True)
+    (w0, s0), (w1, s1) = out[False], out[True]
+    assert w0 is not None and w1 is not None
+    for name in weights:
+        assert not np.array_equal(w0[name], weights[name]), name  # it learned
+        np.testing.assert_allclose(w1[name], w0[name], rtol=1e-3, atol=1e-5, err_msg=name)
+    for stat in CLEANRL_STATS:
+        assert s1[stat] == pytest.approx(s0[stat], rel=1e-3, abs=1e-6), stat
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("env_id", ["HalfCheetah-v5", "Hopper-v5"])
