@@ -22,9 +22,10 @@ alike. env-steps/s is the training loop's (env creation, process start-up and im
 excluded). "return at N steps" is the mean return of the episodes that ended in the last 10 %
 of the budget before N (game scores for Atari). Torch threads are set, not left to torch's
 default (2 on 2 cores, which made a tiny forward pass take ms under load): MuJoCo 1 for
-everything; Atari 1 for inference, and for the learner 1 when overlapped (the actor has the
-other core) and every core when serial (the strict example and CleanRL, whose learner runs
-alone). The table gives medians over seeds.
+everything; Atari 1 for inference, and for the learner, when overlapped, 1 while the actor
+acts (it has the other core) and every core while the actor waits for the update, and every
+core when serial (the strict example and CleanRL, whose learner runs alone). The table gives
+medians over seeds.
 
 Usage:
     python benchmarks/training.py                       # 200k steps, 3 seeds: hours on 2 cores
@@ -857,7 +858,8 @@ def main(argv: list[str] | None = None) -> int:
              + (f"; {args.reuse_runners} from an earlier run" if reusable else ""))
     print(f"# PPO training: env-steps/s and return at fixed budgets\n\n{title}; run time "
           f"{run_seconds:.0f} s. Torch threads: MuJoCo 1 (actor and learner); Atari 1 for "
-          "inference, for the learner 1 overlapped and every core serial (strict, CleanRL).\n")
+          "inference; for the learner, overlapped, 1 while the actor acts and every core while "
+          "it waits, and every core serial (strict, CleanRL).\n")
     print(render(rows, budgets))
 
     result = {"question": "PPO env-steps/s and return at fixed step budgets, aiopool vs "

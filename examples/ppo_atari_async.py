@@ -32,13 +32,18 @@ EnvPool's interface on the same envs, bit for bit (``tests/test_ppo_mujoco_atari
 
 Threads: inference runs on 1 torch thread, set in the batcher's thread (OpenMP keeps the
 count per thread: a forward in a new thread would use every core whatever the main thread
-set). The learner runs on 1 thread when overlapped: the actor and the envs keep the other core
-busy, and a 2-thread learner whose second thread waits for a busy core took 2-4x longer per
-update here than a 1-thread one. With ``--strict`` the learner runs alone and gets every core.
-The overlapped learner keeps its CNN in channels-last memory format (``--no-channels-last``:
-CleanRL's): its update took 5.7 s instead of 6.4-7.1 s on one thread here, and overlapped
-Breakout ran at 173 env-steps/s instead of 137 (30k steps, load 1.3-1.7). The floats round
-differently, so ``--strict`` keeps CleanRL's layout.
+set). The overlapped learner takes the cores the actor leaves: before each minibatch it sets 1
+thread while the actor acts (the actor and the envs have the other core; a learner thread
+waiting for a busy core stalls every parallel region) and every core while the actor waits
+for the update (``--learner-threads N`` fixes it). With ``--strict`` the learner runs alone
+and gets every core.
+
+The overlapped learner's CNN is in channels-last memory format (``--no-channels-last``:
+CleanRL's), and it scales the rollout's frames (x / 255.0) once per update, each minibatch a
+gather of them, where CleanRL's loop converts, and divides, every minibatch: the same floats
+(tested bit for bit in CleanRL's layout). One update on one thread took 4.7 s instead of
+5.4 s here; channels-last took it from 6.4-7.1 s to 5.7 s before. The channels-last floats
+round differently, so ``--strict`` keeps CleanRL's layout and ops.
 """
 
 from __future__ import annotations
@@ -91,8 +96,8 @@ class Args:
     """aiopool worker threads (0: its default, one less than the cores)"""
     actor_threads: int = 1
     learner_threads: int = 0
-    """0: 1 when overlapped (the actor and the envs have the other core), every core with
-    --strict (the learner runs alone)"""
+    """0: every core with --strict (the learner runs alone); overlapped, 1 while the actor
+    acts (it and the envs have the other core) and every core while it waits for the update"""
     channels_last: bool = True
     """overlapped: the learner's CNN in channels-last memory format, faster on CPUs (other
     rounding than CleanRL's layout, which --strict keeps)"""
@@ -136,9 +141,11 @@ class Agent(nn.Module):
     def get_value(self, x: torch.Tensor) -> torch.Tensor:
         return self.critic(self.network(x / 255.0))
 
-    def get_action_and_value(self, x: torch.Tensor, action: torch.Tensor | None = None
+    def get_action_and_value(self, x: torch.Tensor, action: torch.Tensor | None = None,
+                             scaled: bool = False
                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        hidden = self.network(x / 255.0)
+        """``scaled``: ``x`` is already the frames / 255.0."""
+        hidden = self.network(x if scaled else x / 255.0)
         logits = self.actor(hidden)
         probs = Categorical(logits=logits)
         if action is None:
@@ -184,12 +191,13 @@ class Rollout:
 
 
 def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args: Args,
-               lr: float, decoupled: bool) -> dict[str, float]:
+               lr: float, decoupled: bool, pace: Any = None) -> dict[str, float]:
     """CleanRL's GAE and PPO epochs on a complete rollout, op for op.
 
     ``decoupled`` (overlapped runs): the old policy and the values are the learner's current
     weights evaluated on the rollout (the proximal policy) instead of the actor's records, and
-    each sample's policy loss is weighted by proximal / behaviour probability.
+    each sample's policy loss is weighted by proximal / behaviour probability. ``pace()``, if
+    given, runs before each minibatch (the overlapped learner sets its thread count there).
     """
     num_steps, num_envs = r.rewards.shape
     obs_shape = r.obs.shape[2:]
@@ -197,16 +205,23 @@ def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args:
     rewards, dones = torch.from_numpy(r.rewards), torch.from_numpy(r.dones)
     next_obs, next_done = torch.from_numpy(r.next_obs).float(), torch.from_numpy(r.next_done)
     b_obs_u8 = torch.from_numpy(r.obs).reshape((-1, *obs_shape))
-    layout = (torch.channels_last if decoupled and args.channels_last else
-              torch.contiguous_format)
+    if decoupled:
+        # Every frame scaled once, the network's x / 255.0 (the same float32s), in the
+        # learner's layout; a minibatch is then one gather instead of a gather, a conversion,
+        # a layout copy and a division.
+        layout = torch.channels_last if args.channels_last else torch.contiguous_format
+        b_scaled = b_obs_u8.contiguous(memory_format=layout) / 255.0
 
-    def frames(rows: Any) -> torch.Tensor:
-        return b_obs_u8[rows].float().contiguous(memory_format=layout)
+    def forward(rows: Any, actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if decoupled:
+            return agent.get_action_and_value(b_scaled[rows], actions, scaled=True)
+        return agent.get_action_and_value(b_obs_u8[rows].float(), actions)
 
     with torch.no_grad():
+        if pace is not None:
+            pace()
         if decoupled:
-            chunks = [agent.get_action_and_value(frames(slice(i, i + 256)),
-                                                 actions.reshape(-1)[i:i + 256])
+            chunks = [forward(slice(i, i + 256), actions.reshape(-1)[i:i + 256])
                       for i in range(0, len(b_obs_u8), 256)]
             logprobs = torch.cat([c[1] for c in chunks]).reshape(num_steps, num_envs)
             values = torch.cat([c[3].flatten() for c in chunks]).reshape(num_steps, num_envs)
@@ -246,9 +261,10 @@ def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args:
         np.random.shuffle(b_inds)
         for start in range(0, batch_size, minibatch_size):
             mb_inds = b_inds[start:start + minibatch_size]
+            if pace is not None:
+                pace()
 
-            _, newlogprob, entropy, newvalue = agent.get_action_and_value(
-                frames(mb_inds), b_actions.long()[mb_inds])
+            _, newlogprob, entropy, newvalue = forward(mb_inds, b_actions.long()[mb_inds])
             logratio = newlogprob - b_logprobs[mb_inds]
             ratio = logratio.exp()
 
@@ -307,13 +323,16 @@ def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args:
 # The learner's agent and optimizer: in the learner process when overlapped, in this process
 # (sharing the actor's agent, as CleanRL's one agent) with --strict.
 _learner: tuple[Agent, torch.optim.Optimizer, Args] | None = None
+# Overlapped with adaptive threads: 1 while the actor acts (shared with the actor process).
+_actor_busy: Any = None
 
 Weights = dict[str, np.ndarray]
 
 
 def learner_init(args: Args, num_actions: int, weights: Weights,
-                 agent: Agent | None = None) -> None:
-    global _learner
+                 agent: Agent | None = None, actor_busy: Any = None) -> None:
+    global _learner, _actor_busy
+    _actor_busy = actor_busy
     np.random.seed(args.seed)  # the minibatch shuffles, CleanRL's global numpy stream
     if agent is None:
         agent = Agent(num_actions)
@@ -331,14 +350,38 @@ def learner_update(rollout: Rollout, lr: float, decoupled: bool
     assert _learner is not None, "learner_init runs first"
     agent, optimizer, args = _learner
     threads = torch.get_num_threads()
-    torch.set_num_threads(args.learner_threads)
+    pace = None
+    if args.learner_threads:
+        torch.set_num_threads(args.learner_threads)
+    else:  # adaptive: the other core is the actor's while it acts, the learner's after
+        pace = AdaptiveThreads(_actor_busy, len(os.sched_getaffinity(0)))
     start = time.perf_counter()
-    stats = ppo_update(agent, optimizer, rollout, args, lr, decoupled)
+    stats = ppo_update(agent, optimizer, rollout, args, lr, decoupled, pace)
     stats["seconds"] = time.perf_counter() - start
+    if pace is not None:
+        stats["wide_minibatches"] = pace.wide / max(pace.calls, 1)
     torch.set_num_threads(threads)
     if not decoupled:
         return None, stats
     return {k: v.detach().numpy().copy() for k, v in agent.state_dict().items()}, stats
+
+
+class AdaptiveThreads:
+    """The overlapped learner's thread count, set before each minibatch: 1 while the actor
+    acts (``busy.value`` nonzero), ``cores`` while it waits for this update. A learner thread
+    that waits for a core the actor holds stalls every parallel region of the update; a
+    1-thread learner leaves a core idle once the rollout is in."""
+
+    def __init__(self, busy: Any, cores: int) -> None:
+        self.busy, self.cores = busy, cores
+        self.calls = self.wide = 0
+
+    def __call__(self) -> None:
+        threads = 1 if self.busy.value else self.cores
+        if threads != torch.get_num_threads():
+            torch.set_num_threads(threads)
+        self.calls += 1
+        self.wide += threads > 1
 
 
 ACTED = np.dtype([("action", np.int64), ("logprob", np.float32), ("value", np.float32)])
@@ -353,8 +396,9 @@ class Acting:
     cores), whatever ``torch.set_num_threads`` said elsewhere.
     """
 
-    def __init__(self, agent: Agent, num_threads: int) -> None:
-        self.agent = agent
+    def __init__(self, agent: Agent, num_threads: int, channels_last: bool = False) -> None:
+        self.agent = agent.to(memory_format=torch.channels_last) if channels_last else agent
+        self.layout = torch.channels_last if channels_last else torch.contiguous_format
         self.num_threads = num_threads
         self.pending: Weights | None = None
 
@@ -367,7 +411,8 @@ class Acting:
         if weights is not None:
             self.agent.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
         with torch.no_grad():
-            action, logprob, _, value = self.agent.get_action_and_value(torch.Tensor(obs))
+            action, logprob, _, value = self.agent.get_action_and_value(
+                torch.Tensor(obs).contiguous(memory_format=self.layout))
         out = np.empty(len(obs), ACTED)
         out["action"], out["logprob"], out["value"] = action, logprob, value.flatten()
         return out
@@ -384,8 +429,8 @@ async def main(args: Args) -> dict[str, Any]:
                          f"({num_envs} envs x {num_steps} steps)")
     # Strict: one consumer, every env in each batch, as EnvPool's step. Overlapped: two
     # consumers, each with half of the envs per batch.
-    if not args.learner_threads:
-        args = replace(args, learner_threads=len(os.sched_getaffinity(0)) if args.strict else 1)
+    if args.strict and not args.learner_threads:
+        args = replace(args, learner_threads=len(os.sched_getaffinity(0)))
     consumers = 1 if args.strict or num_envs % 2 else 2
     batch_size = num_envs // consumers
     lag = 0 if args.strict else 1  # rollout k acts with weights learned from rollout k-1-lag
@@ -407,6 +452,8 @@ async def main(args: Args) -> dict[str, Any]:
     weights = {k: v.detach().numpy() for k, v in agent.state_dict().items()}
     learner_args = (args, num_actions, weights)
     learner_process = None
+    # Overlapped, adaptive learner threads: nonzero while some consumer acts.
+    actor_busy = multiprocessing.get_context("spawn").RawValue("i", 1)
     if args.strict:
         learner_init(*learner_args, agent=agent)
     else:
@@ -415,20 +462,20 @@ async def main(args: Args) -> dict[str, Any]:
         # forever for OpenMP threads that were not copied. Starting takes a few seconds.
         learner_process = ProcessPoolExecutor(
             max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-            initializer=learner_init, initargs=learner_args)
+            initializer=learner_init, initargs=(*learner_args, None, actor_busy))
         learner_process.submit(int).result()
+    learner_threads = (args.learner_threads or
+                       f"1 while the actor acts, {len(os.sched_getaffinity(0))} while it waits")
     print(f"{args.env_id}: {'strict (serial, CleanRL loop)' if args.strict else 'overlapped'}, "
           f"{num_envs} envs x {num_steps} steps per rollout, {num_updates} updates, "
           f"{consumers} consumer(s) of {batch_size} envs; torch threads: inference "
-          f"{args.actor_threads}, learner {args.learner_threads}; {env_kwargs}", flush=True)
-    if not args.strict and len(os.sched_getaffinity(0)) <= 2:
-        print("note: on 2 cores the learner's CNN update is the bottleneck, and overlapping "
-              "leaves it one core; --strict gives it every core and trained Breakout faster "
-              "here (benchmarks/training.py)", flush=True)
+          f"{args.actor_threads}, learner {learner_threads}; {env_kwargs}", flush=True)
 
     pool = aiopool.make(args.env_id, num_envs=num_envs, batch_size=batch_size,
                         num_threads=args.num_threads or None, seed=args.seed, **env_kwargs)
-    acting = Acting(agent, args.actor_threads)
+    # Overlapped, the actor's CNN in the learner's layout: a forward of 4 frames stacks took
+    # 2.4 ms instead of 2.8 here. --strict keeps CleanRL's (and its floats).
+    acting = Acting(agent, args.actor_threads, args.channels_last and not args.strict)
     policy = DynamicBatcher(acting, max_batch_rows=num_envs)
 
     def new_rollout() -> Rollout:
@@ -448,6 +495,7 @@ async def main(args: Args) -> dict[str, Any]:
     recent: collections.deque[float] = collections.deque(maxlen=20)
     global_step = 0
     life_losses = 0
+    waiting = 0  # consumers waiting for the learner
 
     def may_act(env_ids: list[int]) -> bool:
         """Whether these envs may act now: the policy lags the learner by at most `lag`
@@ -456,7 +504,7 @@ async def main(args: Args) -> dict[str, Any]:
         return bool(live) and updates_done >= max(live) - lag
 
     async def consumer() -> None:
-        nonlocal global_step, life_losses
+        nonlocal global_step, life_losses, waiting
         async for batch in pool.stream():
             if updates_done == num_updates:
                 return
@@ -496,9 +544,13 @@ async def main(args: Args) -> dict[str, Any]:
             # 2. Wait for the learner if the policy would lag it by more than `lag` updates,
             #    or, once these envs are past the last rollout, for the last update.
             if not may_act(env_ids):
+                waiting += 1
+                actor_busy.value = waiting < consumers
                 async with updated:
                     await updated.wait_for(
                         lambda ids=env_ids: may_act(ids) or updates_done == num_updates)
+                waiting -= 1
+                actor_busy.value = 1
             if updates_done == num_updates:
                 return
 
@@ -574,7 +626,7 @@ async def main(args: Args) -> dict[str, Any]:
     return {"global_step": steps, "updates": updates_done, "seconds": seconds,
             "sps": steps / seconds, "episodes": episodes, "mean_return": mean_score,
             "life_losses": life_losses, "history": history,
-            "learner_threads": args.learner_threads,
+            "learner_threads": learner_threads,
             "rows_per_forward": stats.rows_per_forward,
             "weights": final_weights or {k: v.detach().numpy().copy()
                                          for k, v in agent.state_dict().items()}}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import multiprocessing
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -170,21 +171,35 @@ def test_atari_overlapped_tiny_budget_runs_through_the_batcher() -> None:
     assert out["updates"] == 2 and out["global_step"] >= 8 * 16 * 2
     assert out["rows_per_forward"] >= 4  # each call of a consumer is half of the envs
     assert all(math.isfinite(h["lag_weight_max"]) for h in out["history"])
+    # the learner went wide while the actor waited for it (in the last update, for which
+    # there is nothing left to act)
+    assert all(0 <= h["wide_minibatches"] <= 1 for h in out["history"])
+    assert out["history"][-1]["wide_minibatches"] > 0
     check_game_logging(out, 8)
+
+
+def random_rollout(num_steps: int = 16, num_envs: int = 8) -> atari.Rollout:
+    rollout = atari.Rollout.empty(num_steps, num_envs, (4, 84, 84))
+    rng = np.random.default_rng(0)
+    rollout.obs[:] = rng.integers(0, 255, rollout.obs.shape, dtype=np.uint8)
+    rollout.next_obs[:] = rng.integers(0, 255, rollout.next_obs.shape, dtype=np.uint8)
+    rollout.actions[:] = rng.integers(0, 4, rollout.actions.shape)
+    rollout.rewards[:] = rng.choice([-1.0, 0.0, 1.0], rollout.rewards.shape)
+    return rollout
+
+
+def initial_weights() -> dict[str, np.ndarray]:
+    import torch
+
+    torch.manual_seed(0)
+    return {k: v.detach().numpy().copy() for k, v in atari.Agent(4).state_dict().items()}
 
 
 def test_atari_channels_last_learner_is_the_same_update_up_to_rounding() -> None:
     # The overlapped learner's CNN in channels-last layout: the same update as CleanRL's
     # layout (strict's), up to the rounding of another summation order.
     torch = pytest.importorskip("torch")
-    torch.manual_seed(0)
-    weights = {k: v.detach().numpy().copy() for k, v in atari.Agent(4).state_dict().items()}
-    rollout = atari.Rollout.empty(16, 8, (4, 84, 84))
-    rng = np.random.default_rng(0)
-    rollout.obs[:] = rng.integers(0, 255, rollout.obs.shape, dtype=np.uint8)
-    rollout.next_obs[:] = rng.integers(0, 255, rollout.next_obs.shape, dtype=np.uint8)
-    rollout.actions[:] = rng.integers(0, 4, rollout.actions.shape)
-    rollout.rewards[:] = rng.choice([-1.0, 0.0, 1.0], rollout.rewards.shape)
+    weights, rollout = initial_weights(), random_rollout()
     out = {}
     for channels_last in (False, True):
         args = atari.Args(update_epochs=2, channels_last=channels_last, learner_threads=1)
@@ -200,6 +215,58 @@ def test_atari_channels_last_learner_is_the_same_update_up_to_rounding() -> None
         np.testing.assert_allclose(w1[name], w0[name], rtol=1e-3, atol=1e-5, err_msg=name)
     for stat in CLEANRL_STATS:
         assert s1[stat] == pytest.approx(s0[stat], rel=1e-3, abs=1e-6), stat
+
+
+def test_atari_decoupled_update_without_lag_is_cleanrls_bit_for_bit() -> None:
+    # When the actor's records are the learner's own outputs (no lag: every lag weight is
+    # exp(0) = 1), the overlapped learner's update (its proximal pass, the frames scaled once
+    # for the whole rollout) is CleanRL's update, bit for bit, in CleanRL's layout.
+    torch = pytest.importorskip("torch")
+    weights, rollout = initial_weights(), random_rollout()
+    agent = atari.Agent(4)
+    agent.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+    torch.set_num_threads(1)
+    with torch.no_grad():  # the records as CleanRL's actor makes them
+        _, logprob, _, value = agent.get_action_and_value(
+            torch.Tensor(rollout.obs.reshape(-1, 4, 84, 84)),
+            torch.from_numpy(rollout.actions.reshape(-1)))
+    rollout.logprobs[:] = logprob.numpy().reshape(rollout.logprobs.shape)
+    rollout.values[:] = value.numpy().reshape(rollout.values.shape)
+    out = {}
+    for decoupled in (False, True):
+        args = atari.Args(update_epochs=2, channels_last=False, learner_threads=1)
+        atari.learner_init(args, 4, weights)
+        assert atari._learner is not None
+        _, stats = atari.learner_update(rollout, args.learning_rate, decoupled)
+        learned = {k: v.numpy().copy() for k, v in atari._learner[0].state_dict().items()}
+        out[decoupled] = learned, stats
+    (w0, s0), (w1, s1) = out[False], out[True]
+    assert s1["lag_weight_max"] == 1.0
+    for name in weights:
+        assert not np.array_equal(w0[name], weights[name]), name  # it learned
+        np.testing.assert_array_equal(w1[name], w0[name], err_msg=name)
+    assert {s: s1[s] for s in CLEANRL_STATS} == {s: s0[s] for s in CLEANRL_STATS}
+
+
+def test_atari_learner_takes_the_cores_the_actor_leaves() -> None:
+    # Overlapped, without --learner-threads: 1 torch thread while the actor acts, every core
+    # while it waits for the update; set before each minibatch.
+    torch = pytest.importorskip("torch")
+    busy = multiprocessing.get_context("spawn").RawValue("i", 1)
+    pace = atari.AdaptiveThreads(busy, cores=2)
+    before = torch.get_num_threads()
+    try:
+        pace()
+        assert torch.get_num_threads() == 1
+        busy.value = 0
+        pace()
+        assert torch.get_num_threads() == 2
+        busy.value = 1
+        pace()
+        assert torch.get_num_threads() == 1
+        assert (pace.calls, pace.wide) == (3, 1)
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.mark.slow
