@@ -248,6 +248,31 @@ def test_atari_decoupled_update_without_lag_is_cleanrls_bit_for_bit() -> None:
     assert {s: s1[s] for s in CLEANRL_STATS} == {s: s0[s] for s in CLEANRL_STATS}
 
 
+def test_atari_rollout_frames_reach_the_learner_through_shared_slots() -> None:
+    # Overlapped: a rollout's frames live in a shared slot and travel to the learner without
+    # them; its update is the update of the same rollout sent whole, bit for bit.
+    frames = atari.FrameSlots(2, (16, 8, 4, 84, 84))
+    taken = [atari.Rollout.empty(16, 8, (4, 84, 84), frames) for _ in range(3)]
+    assert sorted(r.slot for r in taken) == [-1, 0, 1]  # a third rollout keeps its own
+    private = random_rollout()
+    shared = next(r for r in taken if r.slot >= 0)
+    shared.obs[:] = private.obs
+    for field in ("next_obs", "actions", "rewards"):
+        getattr(shared, field)[:] = getattr(private, field)
+    weights, out = initial_weights(), []
+    for rollout in (private, replace(shared, obs=atari.NO_FRAMES)):
+        args = atari.Args(update_epochs=1, learner_threads=1)
+        atari.learner_init(args, 4, weights, frames=frames)
+        out.append(atari.learner_update(rollout, args.learning_rate, True))
+    (w0, s0), (w1, s1) = out
+    assert w0 is not None and w1 is not None
+    for name in weights:
+        np.testing.assert_array_equal(w1[name], w0[name], err_msg=name)
+    assert s1["value_loss"] == s0["value_loss"]
+    frames.give(shared.slot)
+    assert atari.Rollout.empty(16, 8, (4, 84, 84), frames).slot == shared.slot
+
+
 def test_atari_learner_takes_the_cores_the_actor_leaves() -> None:
     # Overlapped, without --learner-threads: 1 torch thread while the actor acts, every core
     # while it waits for the update; set before each minibatch.
