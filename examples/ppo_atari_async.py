@@ -54,6 +54,7 @@ import collections
 import multiprocessing
 import os
 import random
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, fields, replace
@@ -376,6 +377,8 @@ def learner_init(args: Args, num_actions: int, weights: Weights,
                  frames: FrameSlots | None = None) -> None:
     global _learner, _actor_busy, _frames
     _actor_busy, _frames = actor_busy, frames
+    if multiprocessing.parent_process() is not None:  # the learner process
+        threading.Thread(target=exit_with_parent, args=(os.getppid(),), daemon=True).start()
     np.random.seed(args.seed)  # the minibatch shuffles, CleanRL's global numpy stream
     if agent is None:
         agent = Agent(num_actions)
@@ -384,6 +387,15 @@ def learner_init(args: Args, num_actions: int, weights: Weights,
             agent = agent.to(memory_format=torch.channels_last)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     _learner = (agent, optimizer, args)
+
+
+def exit_with_parent(parent: int) -> None:
+    """The learner process exits when the actor's does, however it ended: an executor's worker
+    whose parent was killed (SIGTERM, SIGKILL) would otherwise wait for work forever, holding
+    its memory."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 def learner_update(rollout: Rollout, lr: float, decoupled: bool
@@ -396,16 +408,18 @@ def learner_update(rollout: Rollout, lr: float, decoupled: bool
         rollout = replace(rollout, obs=_frames.view(rollout.slot))  # sent without its frames
     threads = torch.get_num_threads()
     pace = None
-    if args.learner_threads:
-        torch.set_num_threads(args.learner_threads)
+    if args.learner_threads or _actor_busy is None:  # fixed (no actor to share with: 1)
+        torch.set_num_threads(args.learner_threads or 1)
     else:  # adaptive: the other core is the actor's while it acts, the learner's after
         pace = AdaptiveThreads(_actor_busy, len(os.sched_getaffinity(0)))
     start = time.perf_counter()
-    stats = ppo_update(agent, optimizer, rollout, args, lr, decoupled, pace)
+    try:
+        stats = ppo_update(agent, optimizer, rollout, args, lr, decoupled, pace)
+    finally:
+        torch.set_num_threads(threads)
     stats["seconds"] = time.perf_counter() - start
     if pace is not None:
         stats["wide_minibatches"] = pace.wide / max(pace.calls, 1)
-    torch.set_num_threads(threads)
     if not decoupled:
         return None, stats
     return {k: v.detach().numpy().copy() for k, v in agent.state_dict().items()}, stats
@@ -501,8 +515,10 @@ async def main(args: Args) -> dict[str, Any]:
     learner_process = None
     # Overlapped, adaptive learner threads: nonzero while some consumer acts.
     actor_busy = multiprocessing.get_context("spawn").RawValue("i", 1)
-    # Overlapped: rollout k is learned while k + 1 fills; k + 2 starts once update k is done.
-    frames = None if args.strict else FrameSlots(3, (num_steps, num_envs, *obs_shape))
+    # Overlapped: rollout k is learned while k + 1 fills; k + 2 starts once update k is done
+    # and has given its slot back. (Past the last update, envs fill a rollout that is thrown
+    # away: no slot is left for it, and it keeps its frames.)
+    frames = None if args.strict else FrameSlots(2, (num_steps, num_envs, *obs_shape))
     if args.strict:
         learner_init(*learner_args, agent=agent)
     else:
