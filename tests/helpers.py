@@ -19,13 +19,17 @@ _NATIVE_ONLY = ("chunk",)
 
 
 def counting(num_envs: int = 8, batch_size: int | None = None, num_threads: int = 2,
-             **kw: Any) -> aiopool.Pool:
+             num_actors: int | None = None, **kw: Any) -> aiopool.Pool:
+    """A Counting-v0 pool on the backend under test. ``num_actors`` (Ray only) fixes the
+    actors; by default two when each gets whole batches (so ``step()`` works), else one.
+    Two actors step their envs at the same time: a test that needs one batch to land
+    before another (as on one thread) asks for one."""
     if BACKEND == "ray":  # the remote pool of aiopool.distributed (a running Ray needed)
         from aiopool.distributed import make_remote
 
         b = num_envs if batch_size is None else batch_size
-        # two actors when each gets whole batches (so step() works), else one; half a CPU each
-        k = 2 if num_envs % 2 == 0 and (num_envs // 2) % b == 0 else 1
+        k = 2 if num_envs % 2 == 0 and (num_envs // 2) % b == 0 else 1  # half a CPU each
+        k = k if num_actors is None else num_actors
         kw.pop("chunk", None)
         return make_remote("Counting-v0", num_envs=num_envs, batch_size=b,  # type: ignore[return-value]
                            num_actors=k, num_cpus=0.5, num_threads=num_threads, **kw)

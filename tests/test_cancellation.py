@@ -74,7 +74,9 @@ async def test_timeouts_lose_nothing_under_load() -> None:
 
 @pytest.mark.asyncio
 async def test_cancelled_step_pushes_back_what_it_received() -> None:
-    with counting(num_envs=4, batch_size=2, num_threads=1, step_ns=20_000_000) as pool:
+    # One actor on Ray: with two, both batches are stepped at once and land together.
+    with counting(num_envs=4, batch_size=2, num_threads=1, num_actors=1,
+                  step_ns=20_000_000) as pool:
         ledger = Ledger(4)
         pool.async_reset()
         ledger.record(await pool.recv())
