@@ -75,6 +75,7 @@ class Pool:
         self._streak = 0
         self._last_yield = time.perf_counter_ns()
         self._ever_reset = False
+        self._helping = False
         self._action_space = spec.action_space
         self._action_dtype = np.dtype(spec.action_space.dtype)
         self._action_shape = tuple(spec.action_space.shape or ())
@@ -243,12 +244,18 @@ class Pool:
     def recv_blocking(self, timeout: float | None = None) -> Batch:
         """``recv`` for sync code: waits in C++ with the GIL released.
 
+        In the sync adapters' pools (``_caller_helps``), and without a timeout, the calling
+        thread first steps envs whose actions are still queued (as a worker thread would, GIL
+        released), since it would only wait for them otherwise.
+
         Raises:
             TimeoutError, NothingInFlight, PoolClosed: as ``recv``.
         """
         self._check_open()
         if timeout is not None:
             timeout = _finite_or_none(timeout)
+        elif self._helping:
+            self._native.help()
         batch = self._take_in_turn(timeout)
         if batch is not None:
             return batch
@@ -298,6 +305,18 @@ class Pool:
         """
         self._check_open()
         return str(self._native.env_error(int(env_id)))
+
+    def _caller_helps(self, on: bool = True) -> None:
+        """For a pool used only through ``send`` + ``recv_blocking`` (the sync adapters'):
+        ``recv_blocking`` without a timeout steps queued envs on the calling thread, GIL
+        released, instead of waiting for a worker, and each send is cut into tickets for one
+        thread more than ``num_threads``. A sync loop so gets one stepping thread more (its
+        thread only spun or slept while the workers stepped), and the rows it writes are in
+        its own cache when it reads them. Rows may then come out of env id order, as with
+        several workers. Results are the same whichever thread steps an env: each env's state
+        and random stream are its own. Not for ``recv``: the event loop must stay free."""
+        self._native.caller_helps = on
+        self._helping = on
 
     def _take_in_turn(self, timeout: float | None) -> Batch | None:
         """The ladder's first rungs, in turn with receivers already parked: serve those first

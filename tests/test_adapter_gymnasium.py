@@ -8,6 +8,8 @@ resets (``reset_mask``) mid-run.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import closing
 from typing import Any
@@ -509,7 +511,9 @@ def test_step_arrays_are_the_callers_and_masks_shared_read_only() -> None:
 def test_copy_false_returns_the_pools_views() -> None:
     """``copy=False``: a step's obs is a read-only view of the pool's batch, never written
     again (a later step's obs is a new view); a reset's obs is the adapter's own buffer,
-    which the next reset writes into, as ``SyncVectorEnv(copy=False)``'s."""
+    which the next reset writes into, as ``SyncVectorEnv(copy=False)``'s. When the rows came
+    out of env id order (the caller stepped some envs, the worker the others), the obs are a
+    sorted copy, read-only as well."""
     with closing(make_gymnasium("HalfCheetah-v5", 3, num_threads=1, copy=False)) as envs, \
             closing(make_gymnasium("HalfCheetah-v5", 3, num_threads=1)) as copied:
         assert not envs.spec.kwargs["copy"] and copied.spec.kwargs["copy"]
@@ -519,8 +523,12 @@ def test_copy_false_returns_the_pools_views() -> None:
         actions = np.full((3, 6), 0.3, dtype=np.float32)
         step_obs, reward, *_ = envs.step(actions)
         _same(copied.step(actions)[0], step_obs, "step")
-        assert not step_obs.flags.writeable and not step_obs.flags.owndata
+        assert not step_obs.flags.writeable
         assert reward.flags.writeable and reward.flags.owndata  # only the obs are views
+        envs._steps.pool._caller_helps(False)  # the worker steps them all: rows in order
+        viewed = envs.step(actions)[0]
+        _same(copied.step(actions)[0], viewed, "a step, rows in order")
+        assert not viewed.flags.writeable and not viewed.flags.owndata
         kept = step_obs.copy()
         later = envs.step(actions)[0]
         _same(copied.step(actions)[0], later, "a later step")
@@ -530,3 +538,51 @@ def test_copy_false_returns_the_pools_views() -> None:
         assert again is obs, "a reset returns the adapter's buffer"
         _same(copied.reset(seed=1, options={"reset_mask": np.array([True, False, True])})[0],
               again, "partial reset")
+
+
+def test_a_sync_caller_steps_queued_envs_itself() -> None:
+    """In the adapters' pools the thread in ``recv_blocking`` steps envs whose tickets are
+    still queued: with one worker busy for 50 ms on env 0's ticket, the caller runs env 1's.
+    The rows are those of a pool whose worker steps every env."""
+    def rows(helping: bool) -> list[tuple[Any, ...]]:
+        with aiopool.make("Counting-v0", num_envs=2, batch_size=2, num_threads=1, chunk=1,
+                          step_ns=50_000_000, seed=0) as pool:
+            pool._caller_helps(helping)
+            pool.async_reset()
+            out = []
+            for t in range(3):
+                batch = pool.recv_blocking()
+                order = np.argsort(batch.env_id)
+                out.append(tuple(np.asarray(f)[order].tolist() for f in batch.fields()))
+                pool.send(np.array([t % 2, 1], dtype=np.int64))
+                if helping:
+                    assert pool._native.help() >= 1, "the caller ran no ticket"
+            return out
+
+    assert rows(True) == rows(False)
+
+
+def test_closing_a_pool_while_a_sync_caller_steps_its_envs() -> None:
+    """``close()`` from another thread while the caller is in the middle of an env step:
+    close waits for it, and the caller's ``recv_blocking`` ends (a batch, or PoolClosed)."""
+    pool = aiopool.make("Counting-v0", num_envs=2, batch_size=2, num_threads=1, chunk=1,
+                        step_ns=200_000_000)
+    pool._caller_helps()
+    pool.async_reset()
+    pool.recv_blocking()
+    pool.send(np.zeros(2, dtype=np.int64))
+    outcome: list[Any] = []
+
+    def receive() -> None:
+        try:
+            outcome.append(pool.recv_blocking())
+        except aiopool.PoolClosed as e:
+            outcome.append(e)
+
+    caller = threading.Thread(target=receive)
+    caller.start()
+    time.sleep(0.05)  # the worker and the caller are each in a 200 ms step
+    pool.close()
+    caller.join(timeout=5)
+    assert not caller.is_alive(), "recv_blocking did not end after close()"
+    assert len(outcome) == 1 and isinstance(outcome[0], aiopool.Batch | aiopool.PoolClosed)

@@ -470,6 +470,19 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
              p.waiting.fetch_sub(1);
              return ready;
            })
+      // GIL released while the caller steps envs; `waiting` lets close() wait for it.
+      .def("help",
+           [](PyPool& p) {
+             p.waiting.fetch_add(1);
+             int n;
+             {
+               nb::gil_scoped_release release;
+               n = p.help();
+             }
+             p.waiting.fetch_sub(1);
+             return n;
+           })
+      .def_prop_rw("caller_helps", &PyPool::caller_helps, &PyPool::set_caller_helps)
       .def("close",
            [](PyPool& p) {
              nb::gil_scoped_release release;

@@ -147,6 +147,24 @@ class Pool {
     return b->rows;
   }
   std::size_t ready_count() const { return ready_.size(); }
+
+  // Call without the GIL. A sync caller about to wait steps envs itself: it runs queued
+  // tickets, as a worker would, until none is queued or a batch is ready. Its thread would
+  // only spin or sleep otherwise, and the envs it steps leave their rows in its own cache.
+  // Returns the tickets it ran.
+  int help() {
+    Ticket t;
+    int n = 0;
+    while (!closed() && ready_.size() == 0 && queue_.try_pop(t)) {
+      runner_->run(t);
+      ++n;
+    }
+    return n;
+  }
+  // With a helping caller (the sync adapters), a send's envs are cut into tickets for one
+  // thread more than the workers.
+  void set_caller_helps(bool on) { caller_helps_ = on; }
+  bool caller_helps() const { return caller_helps_; }
   std::string env_error(int id) const {
     if (id < 0 || id >= opt_.num_envs)
       throw std::invalid_argument("env_id is " + std::to_string(id) + ", expected 0 <= env_id < " +
@@ -234,7 +252,7 @@ class Pool {
     if (k == 0) return;
     for (std::size_t j = 0; j < k; ++j) busy_[static_cast<std::size_t>(ids[j])] = 1;
     sent_rows_ += k;
-    const std::size_t threads = workers_->size();
+    const std::size_t threads = workers_->size() + (caller_helps_ ? 1 : 0);
     const std::size_t limit = static_cast<std::size_t>(std::clamp(spec_.chunk, 1, kTicketEnvs));
     const std::size_t chunk = std::clamp<std::size_t>((k + threads - 1) / threads, 1, limit);
     int tickets = 0;
@@ -245,7 +263,7 @@ class Pool {
       if (!queue_.push_wait(t)) throw std::logic_error("action queue stuck full for 10 s: a worker died?");
       ++tickets;
     }
-    queue_.wake(std::min<int>(tickets, static_cast<int>(threads)));
+    queue_.wake(std::min<int>(tickets, static_cast<int>(workers_->size())));
   }
 
   PoolOptions opt_;
@@ -265,6 +283,7 @@ class Pool {
   uint64_t sent_rows_ = 0;
   uint64_t sent_rows_snapshot_ = 0;  // what wait_written waits for
   uint64_t taken_rows_ = 0;
+  bool caller_helps_ = false;
 };
 
 }  // namespace aiopool

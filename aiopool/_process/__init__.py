@@ -40,6 +40,9 @@ class ProcessPool(Pool):
 
     backend = "processes"
 
+    def _caller_helps(self, on: bool = True) -> None:
+        """The envs live in the worker processes: the calling thread cannot step them."""
+
     @property
     def num_workers(self) -> int:
         return int(self._native.num_threads)

@@ -117,6 +117,7 @@ class Lockstep:
         self.pool: Pool = make(env_id, num_envs, batch_size=num_envs,
                                num_threads=num_threads, seed=seed, autoreset=autoreset,
                                **make_kwargs)
+        self.pool._caller_helps()  # this thread steps envs too while it waits
         self.plan = Plan.of(self.pool._names, info_keys)
         self.copy_obs = copy_obs
         self.info_base: dict[str, Any] | None = None
@@ -238,8 +239,11 @@ class Lockstep:
             return _rows_copied(copies, batch.obs, ids, self.plan, True, base, True)
         in_order = batch.env_id.tobytes() == (self._ids_bytes if whole else ids.tobytes())
         if copies is not None and (in_order or whole):  # copy_obs=False, or a subset in order
-            return _rows_copied(copies, batch.obs, ids, self.plan,
+            rows = _rows_copied(copies, batch.obs, ids, self.plan,
                                 self.copy_obs or not in_order, base, not in_order)
+            if not self.copy_obs and not in_order:  # a sorted copy stands in for the view:
+                rows.obs.flags.writeable = False  # read-only as the view would be
+            return rows
         if in_order:
             return _rows_in_order(batch, ids, self.plan, self.copy_obs, base)
         return _rows([batch], self.plan, base)

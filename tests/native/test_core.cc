@@ -388,6 +388,7 @@ struct PoolCase {
   std::size_t hold = 0;     // blocks the consumer keeps before releasing the oldest
   int64_t step_ns = 0, jitter_ns = 0;
   int max_spinners = 1 << 20;  // workers allowed to spin at once
+  bool caller_helps = false;   // the consumer runs queued tickets before it waits
 };
 
 const char* mode_name(AutoReset m) {
@@ -410,8 +411,11 @@ Rng seed_for(int env, int generation) {
 
 // Take the next block, through the eventfd ladder (take, arm, re-check, poll, drain) or through
 // wait(); a wait that outlasts kStuckS fails the test.
-Block* next_block(Pool& pool, bool use_eventfd, int64_t take_spin_ns = 0) {
+int64_t g_helped = 0;  // tickets the consumer ran itself (next_block with `helps`)
+
+Block* next_block(Pool& pool, bool use_eventfd, int64_t take_spin_ns = 0, bool helps = false) {
   for (;;) {
+    if (helps) g_helped += pool.help();
     if (Block* b = pool.take(take_spin_ns)) return b;
     if (use_eventfd) {
       pool.arm();
@@ -504,6 +508,7 @@ void run_pool_case(const PoolCase& c, uint32_t seed) {
   o.max_episode_steps = c.max_episode_steps;
   o.max_spinners = c.max_spinners;
   Pool pool(counting(), counting_config(c.episode_length, 1000, c.step_ns, c.jitter_ns, c.chunk), o);
+  pool.set_caller_helps(c.caller_helps);
   const Layout& L = pool.layout();
   CHECK_EQ(L.final_obs >= 0, c.mode == AutoReset::kSameStep);
   std::mt19937 rng(seed);
@@ -574,7 +579,7 @@ void run_pool_case(const PoolCase& c, uint32_t seed) {
   std::vector<int32_t> idle;
   while (pool.rows_in_flight() >= c.batch_size) {
     g_deadline_ns.store(now_ns() + static_cast<int64_t>(2 * kStuckS * 1e9));
-    Block* b = next_block(pool, c.use_eventfd, c.take_spin_ns);
+    Block* b = next_block(pool, c.use_eventfd, c.take_spin_ns, c.caller_helps);
     CHECK_EQ(b->rows_done.load(), c.batch_size);
     idle.clear();
     for (int r = 0; r < c.batch_size; ++r) {
@@ -712,6 +717,29 @@ void test_pool_jittered_steps() {
   c.mode = AutoReset::kSameStep;
   c.use_eventfd = false;
   run_pool_table({c});
+}
+
+// The consumer steps queued envs itself before it waits (Pool::help, the sync adapters' path):
+// the same rows, in every mode, with workers stepping the other envs at the same time.
+void test_pool_caller_helps() {
+  for (AutoReset mode : {AutoReset::kNextStep, AutoReset::kSameStep, AutoReset::kDisabled}) {
+    for (int threads : {1, 2}) {
+      PoolCase c{12, 12, threads};
+      c.mode = mode;
+      c.caller_helps = true;
+      c.steps_per_env = scaled(1500, 60);
+      c.jitter_ns = 5'000;
+      c.hold = 1;
+      g_helped = 0;
+      run_pool_table({c});
+      CHECK(g_helped > 0);
+      c.batch_size = 4;  // several blocks a send: the consumer helps while others are ready
+      c.use_eventfd = threads == 2;
+      g_helped = 0;
+      run_pool_table({c});
+      CHECK(g_helped > 0);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -902,6 +930,7 @@ const TestCase kTests[] = {
     {"pool_same_step", test_pool_same_step},
     {"pool_disabled", test_pool_disabled},
     {"pool_jittered_steps", test_pool_jittered_steps},
+    {"pool_caller_helps", test_pool_caller_helps},
     {"send_validation", test_send_validation},
     {"close_releases_waiter", test_close_releases_waiter},
     {"close_while_busy", test_close_while_busy},
