@@ -256,6 +256,7 @@ class Pool:
             timeout = _finite_or_none(timeout)
         elif self._helping:
             self._native.help()
+            self._check_open()  # closed meanwhile: PoolClosed, not a batch it finished
         batch = self._take_in_turn(timeout)
         if batch is not None:
             return batch

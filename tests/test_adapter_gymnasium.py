@@ -457,6 +457,7 @@ def test_rows_arriving_out_of_env_id_order_are_sorted(native: bool, copy_obs: bo
             closing(Lockstep("CartPole-v1", n, **kw)) as twin:
         ours._native_copies = native
         ours.info_base = twin.info_base = {"first": np.ones(n, dtype=np.bool_)}
+        ours.pool._caller_helps(False)  # one worker steps all: rows arrive as sent
         ours.reset()
         twin.reset()
         rng = np.random.default_rng(0)

@@ -2,7 +2,8 @@
 //
 // Threads: send/reset/take/arm/drain run on a thread holding the GIL (one at a time); the
 // per-env bookkeeping they share (`busy_`, `needs_reset_`, `stamp_`) is therefore plain data.
-// `wait()` and `close()` run without the GIL. Workers only see the runner, ring and ready queue.
+// `wait()`, `help()` and `close()` run without the GIL. Workers, and a sync caller in `help()`,
+// only see the runner, ring and ready queue.
 #pragma once
 
 #include <algorithm>
@@ -151,8 +152,9 @@ class Pool {
   // Call without the GIL. A sync caller about to wait steps envs itself: it runs queued
   // tickets, as a worker would, until none is queued or a batch is ready. Its thread would
   // only spin or sleep otherwise, and the envs it steps leave their rows in its own cache.
-  // Returns the tickets it ran.
-  int help() {
+  // Returns the tickets it ran. noexcept: a throw here ends the process, as it does on a
+  // worker thread, instead of leaving a ticket's rows unclaimed and a receiver waiting forever.
+  int help() noexcept {
     Ticket t;
     int n = 0;
     while (!closed() && ready_.size() == 0 && queue_.try_pop(t)) {

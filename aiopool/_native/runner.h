@@ -1,4 +1,4 @@
-// ③ Stepping envs on worker threads and writing their rows.
+// ③ Stepping envs on worker threads (and on a sync caller's, Pool::help) and writing their rows.
 //
 // `Runner` is what a worker sees: run(ticket) steps or resets every env the ticket names. The
 // per-env orders (step or reset, the action bytes, a new seed) were staged by the Python thread

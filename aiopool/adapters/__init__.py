@@ -12,7 +12,8 @@ returns them ordered by env id as writeable copies. Resetting only some envs (gy
 The copies are the adapters' main cost per call, so the common case takes a short path: a call
 whose rows come in one batch (a step's always do) has every field the adapter reads (``Plan``,
 worked out once per pool) copied in one native call (``BlockHandle.copies``), straight into env
-id order if the rows are not in it already (with one worker thread they always are), and the
+id order if the rows are not in it already (the calling thread steps some envs itself, see
+``Pool._caller_helps``, so they can finish out of order even with one worker), and the
 info dict built there too (from ``info_base``). The batches of a process-backed pool, and the
 rare calls whose rows come in several batches, are copied in Python (``_rows_in_order``,
 ``_rows``).
