@@ -75,7 +75,7 @@ class Pool:
         self._streak = 0
         self._last_yield = time.perf_counter_ns()
         self._ever_reset = False
-        self._helping = False
+        self._helping = False  # the native caller_helps flag, read here per recv_blocking
         self._action_space = spec.action_space
         self._action_dtype = np.dtype(spec.action_space.dtype)
         self._action_shape = tuple(spec.action_space.shape or ())

@@ -28,11 +28,10 @@ def counting(num_envs: int = 8, batch_size: int | None = None, num_threads: int 
         from aiopool.distributed import make_remote
 
         b = num_envs if batch_size is None else batch_size
-        k = 2 if num_envs % 2 == 0 and (num_envs // 2) % b == 0 else 1  # half a CPU each
-        k = k if num_actors is None else num_actors
+        k = num_actors or (2 if num_envs % 2 == 0 and (num_envs // 2) % b == 0 else 1)
         kw.pop("chunk", None)
         return make_remote("Counting-v0", num_envs=num_envs, batch_size=b,  # type: ignore[return-value]
-                           num_actors=k, num_cpus=0.5, num_threads=num_threads, **kw)
+                           num_actors=k, num_cpus=0.5, num_threads=num_threads, **kw)  # 0.5 CPU each
     if BACKEND == "processes":
         pool_kw = {k: kw.pop(k) for k in ("seed", "autoreset", "recv_spin_us", "worker_spin_us",
                                           "max_episode_steps") if k in kw}
