@@ -28,10 +28,11 @@ def counting(num_envs: int = 8, batch_size: int | None = None, num_threads: int 
         from aiopool.distributed import make_remote
 
         b = num_envs if batch_size is None else batch_size
+        # half a CPU each
         k = num_actors or (2 if num_envs % 2 == 0 and (num_envs // 2) % b == 0 else 1)
         kw.pop("chunk", None)
         return make_remote("Counting-v0", num_envs=num_envs, batch_size=b,  # type: ignore[return-value]
-                           num_actors=k, num_cpus=0.5, num_threads=num_threads, **kw)  # 0.5 CPU each
+                           num_actors=k, num_cpus=0.5, num_threads=num_threads, **kw)
     if BACKEND == "processes":
         pool_kw = {k: kw.pop(k) for k in ("seed", "autoreset", "recv_spin_us", "worker_spin_us",
                                           "max_episode_steps") if k in kw}
