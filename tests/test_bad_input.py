@@ -55,6 +55,8 @@ def test_bad_sends_leave_the_pool_usable() -> None:
         pool.send(np.zeros(2, dtype=np.int64), [0, 1])
         with pytest.raises(ValueError, match="env 1 still has an action in flight"):
             pool.send(np.zeros(2, dtype=np.int64), [1, 2])
+        with pytest.raises(ValueError, match="env 1 still has an action in flight"):
+            pool.send(np.array([9, 9]), [1, 2])  # the envs' state is said before the actions'
         with pytest.raises(ValueError, match="still has an action in flight"):
             pool.async_reset(env_ids=[0])
         pool.send([1, 2], [2, 3])  # lists and small ints are fine

@@ -66,6 +66,18 @@ class DictObs(gym.Env[dict[str, Any], np.ndarray]):
         return self._obs(action), float(action.sum()), False, self.t >= 5, {}
 
 
+class EmptyField(DictObs):
+    """DictObs with a field of no elements (a Box of shape (0,))."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.observation_space = gym.spaces.Dict({
+            **self.observation_space.spaces, "none": gym.spaces.Box(0.0, 1.0, (0,))})
+
+    def _obs(self, a: np.ndarray) -> dict[str, Any]:
+        return {**super()._obs(a), "none": np.zeros(0, np.float32)}
+
+
 def _children() -> set[int]:
     out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(os.getpid())], capture_output=True,
                          text=True, check=False).stdout
@@ -236,15 +248,34 @@ async def test_a_hung_env_is_caught_by_step_timeout() -> None:
         assert time.monotonic() - start < 2.0 and got[0].env_id[0] == 1
 
 
+@pytest.mark.asyncio
+async def test_a_field_of_no_elements_goes_through() -> None:
+    with aiopool.make(EmptyField, num_envs=4, batch_size=4, num_workers=2) as pool:
+        pool.async_reset()
+        for t in range(3):
+            batch = await pool.recv(timeout=10)
+            assert batch.obs["none"].shape == (4, 0) and batch.obs["none"].dtype == np.float32
+            assert np.array_equal(batch.obs["pos"][:, 0], np.full(4, t / 100, np.float32))
+            batch.send(np.zeros((4, 2), np.int64))
+
+
+def _memfd_mappings() -> int:
+    with open("/proc/self/maps") as f:
+        return sum("/memfd:aiopool-" in line for line in f)
+
+
 def test_close_leaves_no_process_and_no_shared_memory() -> None:
     shm_before = set(os.listdir("/dev/shm"))
     before = _children()
     pool = aiopool.make(CountingEnv, num_envs=4, batch_size=2, num_workers=2)
     pids = pool.worker_pids()
     assert set(pids) <= _children() - before
+    maps = _memfd_mappings()
+    assert maps >= 1  # the pool's blocks
     pool.close()
     assert _wait_gone(pids, 2.0)
     assert set(os.listdir("/dev/shm")) == shm_before
+    assert _memfd_mappings() == maps - 1  # unmapped at close, not when the pool is collected
 
 
 def test_a_killed_parent_leaves_no_worker_behind() -> None:
@@ -335,3 +366,48 @@ async def test_whole_batch_waits_never_miss_their_wake_up() -> None:
                 await asyncio.wait_for(run(), 20)
             except TimeoutError:
                 pytest.fail(f"pool {attempt} slept through its batch")
+
+
+def test_the_pool_sides_native_bookkeeping() -> None:
+    """The one-call helpers of the pool side (claim, clear, bounds, gather) on their edges: a
+    refused claim changes no flag, whatever made it refuse."""
+    from aiopool._native import _core
+
+    flags = np.zeros(6, dtype=np.uint8)
+    ids = np.array([0, 1, 2], dtype=np.int32)
+    assert _core._claim(flags, ids, 0xFF, 1, 3) == 0  # envs 0..2: worker 0 holds them all
+    assert flags.tolist() == [1, 1, 1, 0, 0, 0]
+    assert _core._claim(flags, np.array([4, 3, 4], dtype=np.int32), 0xFF, 1, 3) == -1  # twice
+    assert _core._claim(flags, np.array([3, 6], dtype=np.int32), 0xFF, 1, 3) == -1  # range
+    assert _core._claim(flags, np.array([5, -1], dtype=np.int32), 0xFF, 1, 3) == -1
+    assert _core._claim(flags, np.array([3, 2], dtype=np.int32), 0xFF, 1, 3) == -1  # 2 busy
+    assert flags.tolist() == [1, 1, 1, 0, 0, 0]
+    flags[5] = 2  # a flag that refuses a send but not a reset (refuse = busy | lost)
+    assert _core._claim(flags, np.array([5], dtype=np.int32), 1 | 8, 1, 3) == 1
+    assert _core._claim(flags, np.array([3], dtype=np.int32), 0xFF, 1, 3) == 1
+    flags[:] = 0
+    assert _core._claim(flags, np.array([2, 3], dtype=np.int32), 0xFF, 1, 3) == -2  # 2 workers
+    _core._clear_flags(flags, np.array([3], dtype=np.int32), 1)
+    assert flags.tolist() == [0, 0, 1, 0, 0, 0]
+    with pytest.raises(TypeError):
+        _core._claim(flags, np.array([0, 1], dtype=np.int64), 0xFF, 1, 3)
+
+    low, high = np.array([0, 1], dtype=np.int64), np.array([2, 4], dtype=np.int64)
+    assert _core._first_out_of_bounds(np.array([[2, 1], [0, 4]]), low, high) == -1
+    assert _core._first_out_of_bounds(np.array([[2, 1], [0, 5]], np.int8), low, high) == 3
+    assert _core._first_out_of_bounds(np.array([[2, 0], [0, 5]], np.int32), low, high) == 1
+    assert _core._first_out_of_bounds(np.array([[3, 1]], np.uint64), low, high) == -3  # numpy's
+
+    columns = (np.arange(12, dtype=">f4").reshape(6, 2), np.arange(6, dtype=np.int32))
+    obs, ints = _core._take_rows(columns, np.array([4, 0], dtype=np.int32))
+    assert obs.dtype == np.dtype(">f4") and obs.tolist() == [[8.0, 9.0], [0.0, 1.0]]
+    assert ints.tolist() == [4, 0] and not obs.flags.writeable and not ints.flags.writeable
+    with pytest.raises(IndexError):
+        _core._take_rows(columns, np.array([6], dtype=np.int32))
+    empty = np.lib.stride_tricks.as_strided(np.zeros(1, np.float64), (6, 0), (4096, 8))
+    (rows,) = _core._take_rows((np.ascontiguousarray(empty),), np.array([5, 0], np.int32))
+    assert rows.shape == (2, 0)  # zero-size rows copy nothing, whatever their stride
+    with pytest.raises(IndexError):
+        _core._take_rows((np.ascontiguousarray(empty),), np.array([6], dtype=np.int32))
+    with pytest.raises(TypeError, match="Python objects"):
+        _core._take_rows((np.array([None, 1], dtype=object),), np.array([0], np.int32))

@@ -6,14 +6,14 @@ the env id in its worker's inbox, then rings that worker's eventfd (①–②). 
 env and writes obs / reward / ... straight into the env's shared rows (③), pushes the id to its
 outbox, and rings the pool's eventfd: the doorbell ``Pool`` already watches (④–⑤). ``take``
 collects finished ids from the outboxes in the order it sees them and, once ``batch_size`` are
-there, gathers their rows into one fresh block of arrays (one ``numpy.take`` per field) that
-becomes the ``Batch`` (⑥).
+there, gathers their rows into fresh arrays (one native call, ``_core._take_rows``) that
+become the ``Batch`` (⑥).
 
 Why rows are gathered and not claimed in a shared block as native workers do: a row claim in
 a block that several processes fill makes a killed worker leave a hole that stalls the block
 for every env in it. Here a worker's only commit is one store of its outbox tail, so a kill at
 any instant loses exactly the envs whose ids it had not pushed, and nothing else. The gather
-costs ~1 µs per field per batch (measured in ``benchmarks/throughput.py``).
+costs ~7 µs per batch of 16 CartPole rows (a probe's wall time, load ~1).
 
 Threads: every method runs on the thread that owns the ``Pool`` (its loop thread or the sync
 adapter's), except ``_watch``, a daemon thread that only waits on the workers' pidfds (and
@@ -103,12 +103,20 @@ class ProcessNative:
         os.ftruncate(self._memfd, size)
         self._mm = mmap.mmap(self._memfd, size)
         self.lay = Layout(plan, self._mm)
-        self._owner = np.empty(n, dtype=np.int64)
-        per = -(-n // plan.num_workers)
+        per = self._per = -(-n // plan.num_workers)  # worker w holds ids [w * per, (w + 1) * per)
         self._workers = [_Worker(w, list(range(w * per, min(n, (w + 1) * per))))
                          for w in range(plan.num_workers)]
-        for worker in self._workers:
-            self._owner[worker.env_ids] = worker.index
+        bounds = spec["action_bounds"]
+        self._bounds = None if bounds is None else tuple(
+            np.ascontiguousarray(b, dtype=np.int64).reshape(-1) for b in bounds)
+        # The columns a batch gathers, in _gather's order: obs, the extras, reward, flags.
+        lay = self.lay
+        self._columns = (*(lay.obs[f.name] for f in plan.obs), lay.elapsed_step,
+                         lay.episode_return, lay.episode_length,
+                         *(lay.info[f.name] for f in plan.info),
+                         *((*(lay.final_obs[f.name] for f in plan.obs), lay.final_elapsed_step)
+                           if plan.same_step else ()),
+                         lay.reward, lay.terminated, lay.truncated)
         self._in_tail = [0] * plan.num_workers
         self._out_head = [0] * plan.num_workers
         self._pool_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -170,12 +178,11 @@ class ProcessNative:
         lay.command[ids] = RESET_SEEDED
 
     def reset(self, ids: npt.NDArray[np.int32]) -> None:
-        self._check_ids(ids, "async_reset", need_reset_ok=False)
+        owner = self._claim(ids, "async_reset", need_reset_ok=False)  # flags: _BUSY only
         cmd = self.lay.command
         stepping = cmd[ids] == STEP
         cmd[ids[stepping]] = RESET
-        self._flags[ids] &= ~np.uint8(_FRESH | _ENDED)
-        self._dispatch(ids)
+        self._dispatch(ids, owner)
 
     def send(self, actions: Any, ids: Any) -> None:
         plan = self._plan
@@ -184,11 +191,15 @@ class ProcessNative:
                 or actions.dtype != np.dtype(plan.action.dtype)
                 or actions.shape != (len(ids), *plan.action.shape)):
             raise TypeError("convert")  # Pool converts the input, or explains what is wrong
-        self._check_ids(ids, "send", need_reset_ok=True)
-        self._check_actions(actions)
+        owner = self._claim(ids, "send", need_reset_ok=True)  # bad ids and states first
+        try:
+            self._check_actions(actions)
+        except BaseException:
+            _core._clear_flags(self._flags, ids, _BUSY)  # a send claims only clear flags
+            raise
         self.lay.action[ids] = actions
         self.lay.command[ids] = STEP
-        self._dispatch(ids)
+        self._dispatch(ids, owner)
 
     def take(self, spin_ns: int = 0) -> tuple[Any, ...] | None:
         if self._deaths:
@@ -204,7 +215,7 @@ class ProcessNative:
         self._cut = 0
         ids = np.array(self._ready[:rows], dtype=np.int32)
         del self._ready[:rows]
-        self._flags[ids] &= ~np.uint8(_BUSY)
+        _core._clear_flags(self._flags, ids, _BUSY)
         self._untaken -= rows
         arrays = self._gather(ids)
         if self._autoreset == "disabled":
@@ -286,6 +297,7 @@ class ProcessNative:
         # reused fd otherwise). Batches already taken are private copies and stay valid.
         _close_fd(self._pool_fd)
         self.lay = None  # type: ignore[assignment]
+        self._columns = ()  # views of the mapping: it cannot close while they live
         with contextlib.suppress(BufferError):  # a view still held: the mapping goes with it
             self._mm.close()
 
@@ -294,22 +306,28 @@ class ProcessNative:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _check_ids(self, ids: npt.NDArray[np.int32], what: str, need_reset_ok: bool) -> None:
-        """Refuse ids out of range, repeated, or of envs that cannot take this command. The
-        fast path is one gather (its bounds check is the range check) and two byte counts; the
-        slow one finds what to say."""
+    def _claim(self, ids: npt.NDArray[np.int32], what: str, need_reset_ok: bool) -> int:
+        """Mark ``ids`` busy, or refuse them all: ids out of range, repeated, or of envs that
+        cannot take this command (a send needs every flag clear; a reset only _BUSY and _LOST).
+        Returns the one worker holding them all, or -2 if they span several. The fast path is
+        one native pass over the ids; the slow one finds what to say."""
         if self._closed:
             raise RuntimeError(f"{what}() on a closed pool")
-        try:
-            flags = self._flags[ids.view(np.uint32)]  # a negative id is out of range unsigned
-        except IndexError:
-            n = self.num_envs
-            j = int(np.flatnonzero((ids < 0) | (ids >= n))[0])
+        refuse = 0xFF if need_reset_ok else _BUSY | _LOST
+        owner = _core._claim(self._flags, ids, refuse, _BUSY, self._per)
+        if owner == -1:
+            self._refuse(ids, what, need_reset_ok)
+        return owner
+
+    def _refuse(self, ids: npt.NDArray[np.int32], what: str, need_reset_ok: bool) -> None:
+        """Raise the ValueError that says why ``_claim`` refused ``ids``."""
+        n = self.num_envs
+        out = (ids < 0) | (ids >= n)
+        if out.any():
+            j = int(np.flatnonzero(out)[0])
             raise ValueError(f"{what}: env_ids[{j}] is {int(ids[j])}, expected 0 <= env_id < "
-                             f"{n}") from None
-        refuse = (flags if need_reset_ok else flags & (_BUSY | _LOST)).tobytes()
-        if refuse.count(0) == len(refuse) and len(set(ids.tolist())) == len(ids):
-            return
+                             f"{n}")
+        flags = self._flags[ids]
         seen: set[int] = set()
         for i in ids.tolist():
             if i in seen:
@@ -328,9 +346,10 @@ class ProcessNative:
             hit = (flags & bit) != 0
             if hit.any():
                 raise ValueError(f"{what}: env {int(ids[hit][0])}{why}")
+        raise AssertionError(f"{what}: refused env_ids {ids.tolist()} with no reason found")
 
     def _check_actions(self, actions: npt.NDArray[Any]) -> None:
-        bounds = self.spec["action_bounds"]
+        bounds = self._bounds
         if not actions.size:
             return
         if bounds is None:  # Box: any finite value, passed to the env as it is
@@ -340,27 +359,29 @@ class ProcessNative:
             return
         low, high = bounds
         flat = actions.reshape(len(actions), -1)
-        if flat.shape[1] == 1 and flat.min() >= low[0] and flat.max() <= high[0]:
-            return  # Discrete: two reductions
-        bad = (flat < low) | (flat > high)
-        if not bad.any():
+        at = _core._first_out_of_bounds(np.ascontiguousarray(actions), low, high)
+        if at == -1:
             return
-        j, d = (int(x[0]) for x in np.nonzero(bad))
+        if at == -3:  # a dtype the native check does not take
+            bad = (flat < low) | (flat > high)
+            if not bad.any():
+                return
+            at = int(np.flatnonzero(bad.reshape(-1))[0])
+        j, d = divmod(at, flat.shape[1])
         lo, hi = int(low[d]), int(high[d])
         where = f"actions[{j}]" if not self._plan.action.shape else f"actions[{j}][{d}]"
         raise ValueError(f"{where} is {int(flat[j, d])}, expected {lo} <= action < {hi + 1} "
                          f"({self.spec['action_repr']})")
 
-    def _dispatch(self, ids: npt.NDArray[np.int32]) -> None:
+    def _dispatch(self, ids: npt.NDArray[np.int32], owner: int) -> None:
+        """Queue claimed ``ids`` to their workers (``owner``: the one holding them all, or -2)."""
         if not len(ids):
             return
-        self._flags.put(ids, _BUSY)  # the checks left no other flag set on these envs
         self._untaken += len(ids)
-        owners = self._owner[ids]
-        first = owners[0]
-        if len(self._workers) == 1 or (owners == first).all():  # one worker's envs (common)
-            self._push(self._workers[first], ids)
+        if owner >= 0:  # one worker's envs (common)
+            self._push(self._workers[owner], ids)
             return
+        owners = ids // self._per
         for worker in self._workers:
             mine = ids[owners == worker.index]
             if len(mine):
@@ -411,16 +432,12 @@ class ProcessNative:
         lay = self.lay
         plan = self._plan
 
-        def rows(column: npt.NDArray[Any]) -> npt.NDArray[Any]:
-            out = column.take(ids, axis=0)
-            out.flags.writeable = False
-            return out
-
-        obs_cols = [rows(lay.obs[f.name]) for f in plan.obs]
+        taken = _core._take_rows(self._columns, ids)  # read-only copies, in _columns' order
+        k = len(plan.obs)
+        obs_cols = list(taken[:k])
         obs: Any = obs_cols[0] if plan.obs[0].name == "obs" else _structured(plan, obs_cols)
         ids.flags.writeable = False
-        extras = [rows(lay.elapsed_step), rows(lay.episode_return), rows(lay.episode_length)]
-        extras += [rows(lay.info[f.name]) for f in plan.info]
+        extras = list(taken[k:k + 3 + len(plan.info)])
         if self._load(lay.errors[0]) > self._errors_taken:  # some env raised: find which
             errors = lay.status.take(ids) == ENV_ERROR
             self._errors_taken += int(errors.sum())
@@ -428,12 +445,11 @@ class ProcessNative:
             errors = self._no_errors(len(ids))
         errors.flags.writeable = False
         extras.append(errors)
-        if plan.same_step:
-            extras += [rows(lay.final_obs[f.name]) for f in plan.obs]
-            extras.append(rows(lay.final_elapsed_step))  # type: ignore[arg-type]
+        extras += taken[k + 3 + len(plan.info):-3]  # same_step: final_obs, final_elapsed_step
         fields = _Fields(obs_cols, extras)
         fields._error_field = self._error_field
-        return (obs, rows(lay.reward), rows(lay.terminated), rows(lay.truncated), ids, fields)
+        reward, terminated, truncated = taken[-3:]
+        return (obs, reward, terminated, truncated, ids, fields)
 
     def _no_errors(self, rows: int) -> npt.NDArray[np.bool_]:
         cached = self._no_errors_cache.get(rows)
