@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import shutil
 import signal
@@ -843,6 +844,47 @@ async def test_rollouts_equal_a_local_pool_stepped_with_the_same_policy(batch_si
         np.testing.assert_array_equal(got_rew, np.array(want_rew)[:, cols])
 
 
+@ASYNCIO_ONLY
+async def test_each_actors_fragments_come_in_the_order_it_made_them() -> None:
+    """A slow consumer lets several fragments of an actor finish before it looks: they still
+    come in the order the actor made them, each starting where the one before ended."""
+    policy = LinearPolicy([0.0, 0.0, 1.0, 1.0])
+    frags: dict[int, list[Any]] = {0: [], 1: []}
+    with make_remote("CartPole-v1", num_envs=8, batch_size=4, num_actors=2, seed=3,
+                     **HALF_CPU) as pool:
+        async for f in pool.rollouts(policy, horizon=8, depth=4):
+            frags[f.actor].append(f)
+            if all(len(v) >= 8 for v in frags.values()):
+                break
+            await asyncio.sleep(0.1)  # the actors run up to 4 fragments ahead meanwhile
+    for got in frags.values():
+        for before, after in itertools.pairwise(got):
+            np.testing.assert_array_equal(after.obs[0], before.next_obs)
+
+
+@pytest.mark.asyncio
+async def test_an_actors_fragments_run_in_the_order_sent_whatever_order_they_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray may start an async actor's calls out of order: fragment ``seq`` still runs after
+    ``seq - 1`` and starts where it ended; calls of a generation given up on are refused."""
+    from aiopool.distributed import _host
+
+    monkeypatch.setattr(_host, "_was_reconstructed", lambda: False)  # not in an actor
+    host = _host.PoolHost("CartPole-v1", 4, 4, 0, 3, {"num_threads": 1})
+    host.set_policy(LinearPolicy([0.0, 0.0, 1.0, 1.0]))
+    try:
+        calls = {k: asyncio.ensure_future(host.fragment(5, 0, k)) for k in (2, 0, 3, 1)}
+        got = [await calls[k] for k in range(4)]
+        for before, after in itertools.pairwise(got):
+            np.testing.assert_array_equal(after["obs"][0], before["next_obs"])
+        newer = await host.fragment(5, 1, 0)  # generation 1 begins: gen 0's calls are over
+        np.testing.assert_array_equal(newer["obs"][0], got[-1]["next_obs"])
+        with pytest.raises(_host.StaleCall):
+            await host.fragment(5, 0, 4)
+    finally:
+        host.close()
+
+
 @pytest.mark.asyncio
 async def test_lockstep_fragments_do_not_depend_on_the_rows_finish_order(
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -869,7 +911,7 @@ async def test_lockstep_fragments_do_not_depend_on_the_rows_finish_order(
         if reverse:
             monkeypatch.setattr(host._pool, "recv", reversed_recv)
         try:
-            return [await host.fragment(50) for _ in range(3)]
+            return [await host.fragment(50, 0, k) for k in range(3)]
         finally:
             host.close()
 

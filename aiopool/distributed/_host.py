@@ -14,7 +14,9 @@ after a failure, and calls of older generations are refused (``StaleCall``).
 
 Rollout mode (``set_policy`` / ``set_weights`` / ``fragment``): the actor runs the policy over
 its envs itself and returns ``T`` steps of all of them in one reply, lockstep when one batch
-holds every env (best for cheap envs), else as a stream of batches.
+holds every env (best for cheap envs), else as a stream of batches. Fragments too carry
+``(gen, seq)`` and run one at a time in ``seq`` order: each continues the one before, and Ray
+may start an async actor's coroutines in another order than they were sent.
 
 Env ids are local (``0 .. num_envs - 1``) on the way in; returned batches carry global ids
 (``offset + local``), so the driver never touches them. The returned fields are the pool's own
@@ -52,6 +54,43 @@ class StaleCall(RuntimeError):
     """A call of a generation the driver has given up on (it never reaches the user)."""
 
 
+class _Turns:
+    """Calls that run one at a time in ``seq`` order within a generation, whatever order they
+    start in; a newer generation (the driver gave up on the calls in flight) starts at 0 and
+    the waiting calls of older ones raise ``StaleCall``."""
+
+    def __init__(self) -> None:
+        self.gen = 0
+        self.next = 0
+        self._waiting: dict[tuple[int, int], asyncio.Future[None]] = {}
+
+    async def wait(self, gen: int, seq: int) -> None:
+        if gen > self.gen:
+            self.gen, self.next = gen, 0
+            self._wake_all()
+        while not (gen == self.gen and seq == self.next):
+            if gen < self.gen:
+                raise StaleCall(f"generation {gen} is over (now {self.gen})")
+            fut = asyncio.get_running_loop().create_future()
+            self._waiting[(gen, seq)] = fut
+            try:
+                await fut
+            finally:
+                self._waiting.pop((gen, seq), None)
+
+    def done(self, gen: int, seq: int) -> None:
+        if (gen, seq) == (self.gen, self.next):
+            self.next += 1
+            fut = self._waiting.get((gen, self.next))
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+
+    def _wake_all(self) -> None:
+        for fut in self._waiting.values():
+            if not fut.done():
+                fut.set_result(None)
+
+
 class PoolHost:
     """Owns one aiopool pool inside a Ray actor. Wrap with ``ray.remote`` (see ``pool.py``).
 
@@ -63,9 +102,7 @@ class PoolHost:
                  seed: int | None, make_kwargs: dict[str, Any]) -> None:
         self._make_args = (env_id, num_envs, batch_size, make_kwargs)
         self._offset = np.int32(offset)
-        self._gen = 0
-        self._next = 0
-        self._turns: dict[tuple[int, int], asyncio.Future[None]] = {}
+        self._calls = _Turns()  # the first parts of `call`; RECOVER is call 0 of a generation
         self.incarnation = uuid.uuid4().hex
         self.reconstructed = _was_reconstructed()
         self._error: BaseException | None = None
@@ -73,6 +110,7 @@ class PoolHost:
         self._weights: tuple[Any, int] | None = None  # pushed, applied at the next fragment
         self._version = 0
         self._rolling = asyncio.Lock()
+        self._fragments = _Turns()
         self._policy_set = asyncio.Event()
         try:
             self._new_pool(None if self.reconstructed else seed)
@@ -120,7 +158,7 @@ class PoolHost:
         """``msg`` is ``(gen, seq, op, env_ids, payload, recv)``: one argument, so Ray
         serializes one object per call (it serializes each argument on its own)."""
         gen, seq, op, env_ids, payload, recv = msg
-        await self._turn(gen, seq, op)
+        await self._calls.wait(gen, seq)
         if op != Op.RECOVER:
             self._used = True
         rows = 0
@@ -133,48 +171,22 @@ class PoolHost:
                 self._pool.async_reset(seed=payload, env_ids=env_ids)
                 self._fresh[env_ids] = False
             elif op == Op.RECOVER:
-                self._recover(gen)
+                self._recover()
             elif op == Op.FLUSH:
                 rows = self._pool.flush(payload)
         finally:
-            self._next += 1
-            self._wake(self._gen, self._next)
+            self._calls.done(gen, seq)
         if op == Op.FLUSH:
             return rows, (self._pack(await self._pool.recv()) if rows > 0 else None)
         if not recv:
             return None
         return self._pack(await self._pool.recv())
 
-    async def _turn(self, gen: int, seq: int, op: int) -> None:
-        """Wait until every earlier call of this generation has done its first part."""
-        if op == Op.RECOVER:
-            if gen <= self._gen:
-                raise StaleCall(f"generation {gen} already began")
-            return
-        while not (gen == self._gen and seq == self._next):
-            if gen < self._gen:
-                raise StaleCall(f"generation {gen} is over (now {self._gen})")
-            fut = asyncio.get_running_loop().create_future()
-            self._turns[(gen, seq)] = fut
-            try:
-                await fut
-            finally:
-                self._turns.pop((gen, seq), None)
-
-    def _wake(self, gen: int, seq: int) -> None:
-        fut = self._turns.get((gen, seq))
-        if fut is not None and not fut.done():
-            fut.set_result(None)
-
-    def _recover(self, gen: int) -> None:
-        """Begin generation ``gen``: the driver gave up on every env step in flight here."""
+    def _recover(self) -> None:
+        """Begin a generation: the driver gave up on every env step in flight here."""
         if self._used:  # the same life as before the failure: start over with fresh envs
             self._pool.close()
             self._new_pool(None)
-        self._gen, self._next = gen, 0  # RECOVER is call 0 of its generation
-        for key, fut in list(self._turns.items()):  # wake older generations: they raise
-            if key[0] < gen and not fut.done():
-                fut.set_result(None)
 
     def _send(self, actions: Any, env_ids: npt.NDArray[np.int32]) -> None:
         fresh = self._fresh[env_ids]
@@ -204,26 +216,31 @@ class PoolHost:
         if version > newest:  # pushes may arrive in any order: keep the newest
             self._weights = (weights, version)
 
-    async def fragment(self, horizon: int) -> dict[str, Any]:
+    async def fragment(self, horizon: int, gen: int, seq: int) -> dict[str, Any]:
         """``horizon`` steps of every env here under the policy, as (T, n) arrays; weights
-        pushed meanwhile apply from the next fragment on.
+        pushed meanwhile apply from the next fragment on. Fragment ``seq`` of the driver's
+        generation ``gen`` starts where fragment ``seq - 1`` ended.
 
         The envs run as a stream, not in lockstep: each batch's rows go into their envs'
         own next time slot and get their next actions at once, so the policy of one batch
         overlaps the stepping of the others. Envs that have their ``horizon`` steps wait for
         the rest (the last short batches are flushed out)."""
-        async with self._rolling:
-            await self._policy_set.wait()
-            if self._weights is not None:
-                weights, self._version = self._weights
-                self._weights = None
-                self._policy.set_weights(weights)
-            try:
-                return await self._fragment(horizon)
-            except BaseException:  # envs left mid-step: start over with fresh ones next time
-                self._pool.close()
-                self._new_pool(None)
-                raise
+        await self._fragments.wait(gen, seq)
+        try:
+            async with self._rolling:  # a fragment of a generation given up on may still run
+                await self._policy_set.wait()
+                if self._weights is not None:
+                    weights, self._version = self._weights
+                    self._weights = None
+                    self._policy.set_weights(weights)
+                try:
+                    return await self._fragment(horizon)
+                except BaseException:  # envs left mid-step: start over with fresh ones next
+                    self._pool.close()
+                    self._new_pool(None)
+                    raise
+        finally:
+            self._fragments.done(gen, seq)
 
     async def _fragment(self, horizon: int) -> dict[str, Any]:
         pool = self._pool

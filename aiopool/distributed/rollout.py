@@ -69,6 +69,7 @@ class _Lane:
     """Rollout state of one actor on the driver."""
 
     gen: int = 0
+    seq: int = 0  # the next fragment call's number in this generation
     in_flight: int = 0
     answered: bool = True
     down_since: float = 0.0
@@ -130,12 +131,22 @@ class Rollouts:
                 wait.add_done_callback(_retrieve)  # read even if the run ends before it does
                 self._waits[wait] = index
             self._installs.clear()
-            done, _ = await asyncio.wait({*self._pending, *self._waits},
+            # An actor's fragments land in the order it made them (each continues the one
+            # before): wait on the first one in flight of each actor's generation, then land
+            # those done from the front. A set of done futures has no order.
+            heads: dict[tuple[int, int], asyncio.Future[Any]] = {}
+            for fut, key in self._pending.items():
+                heads.setdefault(key, fut)
+            done, _ = await asyncio.wait({*heads.values(), *self._waits},
                                          return_when=asyncio.FIRST_COMPLETED)
             for fut in done:
                 if fut in self._waits:
                     self._installed(fut)
-                else:
+            blocked: set[tuple[int, int]] = set()
+            for fut, key in list(self._pending.items()):  # in the order they were sent
+                if key in blocked or not fut.done():
+                    blocked.add(key)
+                elif fut in self._pending:
                     self._land(fut)
 
     def _fill(self) -> None:
@@ -147,7 +158,8 @@ class Rollouts:
         loop = asyncio.get_running_loop()
         for a, lane in zip(self.pool._actors, self._lanes, strict=True):
             while not a.dead and lane.in_flight + held[a.index] < self.depth:
-                ref = a.handle.fragment.remote(self.horizon)
+                ref = a.handle.fragment.remote(self.horizon, lane.gen, lane.seq)
+                lane.seq += 1
                 fut = asyncio.wrap_future(ref.future(), loop=loop)
                 fut.add_done_callback(_retrieve)
                 self._pending[fut] = (a.index, lane.gen)
@@ -186,6 +198,7 @@ class Rollouts:
         """The actor died or went away: its fragment in flight is lost."""
         pool = self.pool
         lane.gen += 1
+        lane.seq = 0
         lane.in_flight = 0
         now = time.monotonic()
         new_run = lane.answered
