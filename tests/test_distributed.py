@@ -605,6 +605,56 @@ async def test_restart_resumes_with_fresh_episodes_and_nothing_twice() -> None:
         assert all(fresh_draws[i] != np.random.default_rng(5 + i).random() for i in range(4))
 
 
+async def _restarted(pool: RemotePool, index: int, old_pid: int) -> None:
+    """Wait until Ray has restarted actor ``index`` (a new process answers), at most 30 s."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ray.exceptions.RayActorError):
+            if await pool._actors[index].handle.pid.remote() != old_pid:
+                return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"actor {index} was not restarted within 30 s")
+
+
+@ASYNCIO_ONLY
+async def test_an_actor_restarted_while_the_user_held_all_its_envs_goes_on() -> None:
+    """Nothing was in flight to the actor when it died, so no call failed: the first call to
+    its new life (meant for the old one) is refused there, and its envs start over."""
+    with _counting(num_envs=4, batch_size=2, num_actors=2, seed=5, restart=True) as pool:
+        victim, _ = pool.actor_pids()
+        pool.async_reset()
+        held = [await pool.recv(timeout=30) for _ in range(2)]  # every env's first row
+        assert sorted(int(i) for b in held for i in b.env_id) == [0, 1, 2, 3]
+        os.kill(victim, signal.SIGKILL)
+        await _restarted(pool, 0, victim)
+        for b in held:
+            b.send(np.ones(2, np.int64))
+        got = [await pool.recv(timeout=10) for _ in range(2)]
+        mine = next(b for b in got if b.env_id[0] < 2)
+        assert (mine.obs[:, 0] == 1).all() and (mine.info["elapsed_step"] == 0).all()  # reset
+        assert pool.restarts == [1, 0]
+
+
+@ASYNCIO_ONLY
+async def test_rollouts_go_on_after_an_actor_restarted_while_the_consumer_held_its_fragment(
+        ) -> None:
+    policy = LinearPolicy([1.0, 0.0, 0.0, 0.0], n=7)
+    with _counting(num_envs=4, batch_size=2, num_actors=2, restart=True) as pool:
+        victim, _ = pool.actor_pids()
+        fragments = pool.rollouts(policy, horizon=4, depth=1)
+        before = await anext(fragments)
+        while before.actor != 0:
+            before = await anext(fragments)
+        os.kill(victim, signal.SIGKILL)  # its one fragment is with us: nothing in flight
+        await _restarted(pool, 0, victim)
+        after = await asyncio.wait_for(anext(fragments), 10)
+        while after.actor != 0:
+            after = await asyncio.wait_for(anext(fragments), 10)
+        assert (after.obs[0, :, 0] == 1).all()  # fresh episodes, not a continuation
+        assert not np.array_equal(after.obs[0], before.next_obs)
+        await fragments.aclose()
+
+
 # -- a node removed (its own two-node cluster, in a subprocess: one Ray per process) ---------
 
 
@@ -793,6 +843,33 @@ async def test_rollout_fragments_are_each_envs_own_steps_in_order() -> None:
             pool.send(np.zeros(8, np.int64))
 
 
+@ASYNCIO_ONLY
+async def test_rollouts_report_each_killed_actor_then_that_nothing_can_come() -> None:
+    policy = LinearPolicy([1.0, 0.0, 0.0, 0.0], n=7)
+
+    async def until_it_raises(pool: RemotePool, kill: int | None = None) -> list[int]:
+        actors = []
+        async for f in pool.rollouts(policy, horizon=4):
+            actors.append(f.actor)
+            if len(actors) == 2 and kill is not None:
+                os.kill(kill, signal.SIGKILL)
+        return actors
+
+    with _counting(num_envs=4, batch_size=2, num_actors=2, step_ns=100_000) as pool:
+        first, second = pool.actor_pids()
+        with pytest.raises(ActorDied) as info:
+            await asyncio.wait_for(until_it_raises(pool, kill=first), 30)
+        assert info.value.actor == 0 and info.value.env_ids == [0, 1]
+        async for f in pool.rollouts(policy, horizon=4):  # the other actor goes on
+            assert f.actor == 1
+            break
+        with pytest.raises(ActorDied) as info:
+            await asyncio.wait_for(until_it_raises(pool, kill=second), 30)
+        assert info.value.actor == 1
+        with pytest.raises(aiopool.NothingInFlight):
+            await asyncio.wait_for(until_it_raises(pool), 30)
+
+
 def _fail_to_unpickle() -> None:
     raise ImportError("no module named 'policies_only_the_driver_has'")
 
@@ -877,10 +954,19 @@ async def test_an_actors_fragments_run_in_the_order_sent_whatever_order_they_sta
         got = [await calls[k] for k in range(4)]
         for before, after in itertools.pairwise(got):
             np.testing.assert_array_equal(after["obs"][0], before["next_obs"])
-        newer = await host.fragment(5, 1, 0)  # generation 1 begins: gen 0's calls are over
-        np.testing.assert_array_equal(newer["obs"][0], got[-1]["next_obs"])
+        # Generation 1: the driver gave up on gen 0's calls in flight (their replies lost), so
+        # its envs start fresh episodes instead of leaving a gap, and gen 0's calls are over.
+        newer = await host.fragment(5, 1, 0)
+        assert newer["fields"]["elapsed_step"][0].tolist() == [1] * 4
         with pytest.raises(_host.StaleCall):
             await host.fragment(5, 0, 4)
+        late = asyncio.ensure_future(host.fragment(5, 1, 2))  # cancelled as its turn comes:
+        await asyncio.sleep(0)                                # fragment 3 still runs
+        following = asyncio.ensure_future(host.fragment(5, 1, 3))
+        one = await host.fragment(5, 1, 1)
+        late.cancel()
+        after = await asyncio.wait_for(following, 10)
+        np.testing.assert_array_equal(after["obs"][0], one["next_obs"])
     finally:
         host.close()
 

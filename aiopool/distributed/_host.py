@@ -4,13 +4,18 @@ Runs on the actor's asyncio loop (Ray's "AsyncIO Thread"), where the pool's even
 as it is in any process; nothing here blocks that loop except ``flush``, which waits in C++ with
 the GIL released, as ``Pool.flush`` does.
 
-One method does the work: ``call((gen, seq, op, env_ids, payload, recv))``. Its first part (send
-actions, reset envs, replace the pool, flush) runs strictly in ``seq`` order within a generation,
-whatever order Ray starts the coroutines in; its second part, when ``recv`` is set, awaits the
-pool's next batch and returns it. The driver keeps the counts right: every batch a ``recv`` call
-waits for is covered by rows already sent, so the pool never raises ``NothingInFlight`` here.
+One method does the work: ``call((gen, seq, op, env_ids, payload, recv, life))``. Its first
+part (send actions, reset envs, replace the pool, flush) runs strictly in ``seq`` order within a
+generation, whatever order Ray starts the coroutines in; its second part, when ``recv`` is set,
+awaits the pool's next batch and returns it. The driver keeps the counts right: every batch a
+``recv`` call waits for is covered by rows already sent, so the pool never raises
+``NothingInFlight`` here.
 A generation is one life of the host's envs: the driver starts the next one with ``RECOVER``
-after a failure, and calls of older generations are refused (``StaleCall``).
+after a failure, and calls of older generations are refused (``StaleCall``). A call also names
+the actor's life it was meant for (``incarnation``; None while the driver does not know it
+yet): an actor that Ray restarted while the driver had nothing in flight there refuses the
+calls meant for its previous life (``NewLife``), so the driver starts a generation instead of
+the call waiting for turns that went with the old life.
 
 Rollout mode (``set_policy`` / ``set_weights`` / ``fragment``): the actor runs the policy over
 its envs itself and returns ``T`` steps of all of them in one reply, lockstep when one batch
@@ -75,6 +80,9 @@ class _Turns:
             self._waiting[(gen, seq)] = fut
             try:
                 await fut
+            except asyncio.CancelledError:  # cancelled as its turn came: pass the turn on
+                self.done(gen, seq)
+                raise
             finally:
                 self._waiting.pop((gen, seq), None)
 
@@ -89,6 +97,11 @@ class _Turns:
         for fut in self._waiting.values():
             if not fut.done():
                 fut.set_result(None)
+
+
+class NewLife(RuntimeError):
+    """A call meant for the actor's previous life: Ray restarted it since the driver heard from
+    it (the driver starts a new generation, as after any failure)."""
 
 
 class PoolHost:
@@ -153,11 +166,13 @@ class PoolHost:
 
     # -- the per-batch call -----------------------------------------------------------------
 
-    async def call(self, msg: tuple[int, int, int, npt.NDArray[np.int32] | None, Any, bool],
-                   ) -> Any:
-        """``msg`` is ``(gen, seq, op, env_ids, payload, recv)``: one argument, so Ray
-        serializes one object per call (it serializes each argument on its own)."""
-        gen, seq, op, env_ids, payload, recv = msg
+    async def call(self, msg: tuple[int, int, int, npt.NDArray[np.int32] | None, Any, bool,
+                                    str | None]) -> Any:
+        """``msg`` is ``(gen, seq, op, env_ids, payload, recv, life)``: one argument, so Ray
+        serializes one object per call (it serializes each argument on its own). RECOVER
+        returns this life's ``incarnation``."""
+        gen, seq, op, env_ids, payload, recv, life = msg
+        self._check_life(life)
         await self._calls.wait(gen, seq)
         if op != Op.RECOVER:
             self._used = True
@@ -178,9 +193,16 @@ class PoolHost:
             self._calls.done(gen, seq)
         if op == Op.FLUSH:
             return rows, (self._pack(await self._pool.recv()) if rows > 0 else None)
+        if op == Op.RECOVER:
+            return self.incarnation
         if not recv:
             return None
         return self._pack(await self._pool.recv())
+
+    def _check_life(self, life: str | None) -> None:
+        if life is not None and life != self.incarnation:
+            raise NewLife("this pool actor was restarted since the driver last heard from it "
+                          "(its envs start over)")
 
     def _recover(self) -> None:
         """Begin a generation: the driver gave up on every env step in flight here."""
@@ -216,18 +238,25 @@ class PoolHost:
         if version > newest:  # pushes may arrive in any order: keep the newest
             self._weights = (weights, version)
 
-    async def fragment(self, horizon: int, gen: int, seq: int) -> dict[str, Any]:
+    async def fragment(self, horizon: int, gen: int, seq: int,
+                       life: str | None = None) -> dict[str, Any]:
         """``horizon`` steps of every env here under the policy, as (T, n) arrays; weights
         pushed meanwhile apply from the next fragment on. Fragment ``seq`` of the driver's
-        generation ``gen`` starts where fragment ``seq - 1`` ended.
+        generation ``gen`` starts where fragment ``seq - 1`` ended; ``life``: as in ``call``.
 
         The envs run as a stream, not in lockstep: each batch's rows go into their envs'
         own next time slot and get their next actions at once, so the policy of one batch
         overlaps the stepping of the others. Envs that have their ``horizon`` steps wait for
         the rest (the last short batches are flushed out)."""
+        self._check_life(life)
         await self._fragments.wait(gen, seq)
         try:
             async with self._rolling:  # a fragment of a generation given up on may still run
+                if gen > 0 and seq == 0 and self._used:
+                    # The driver gave up on this life's fragments in flight (it lost their
+                    # replies): fresh episodes, as after a restart, not a silent gap.
+                    self._pool.close()
+                    self._new_pool(None)
                 await self._policy_set.wait()
                 if self._weights is not None:
                     weights, self._version = self._weights
@@ -300,7 +329,7 @@ class PoolHost:
         self._obs = cur
         return {"obs": obs, "actions": actions, "next_obs": cur.copy(),
                 "env_id": all_ids + self._offset, "fields": columns,
-                "policy_version": self._version}
+                "policy_version": self._version, "life": self.incarnation}
 
     async def _lockstep(self, horizon: int, cur: npt.NDArray[Any],
                         all_ids: npt.NDArray[np.int32]) -> dict[str, Any]:
@@ -347,7 +376,7 @@ class PoolHost:
         return {"obs": obs[:horizon], "actions": actions, "next_obs": obs[horizon],
                 "env_id": all_ids + self._offset,
                 "fields": {pool._names[k]: col for col, k in columns},
-                "policy_version": self._version}
+                "policy_version": self._version, "life": self.incarnation}
 
     async def _first_obs(self) -> npt.NDArray[Any]:
         """Reset every env (a fresh pool: seeded as made) and gather the observations."""

@@ -152,7 +152,7 @@ def _start(env_id: Any, num_envs: int, batch_size: int | None, num_actors: int,
 def _finish(actors: list[_Actor], described: list[dict[str, Any]], pg: Any, restart: bool,
             max_restarts: int, restart_timeout: float) -> RemotePool:
     for a, d in zip(actors, described, strict=True):
-        a.pid = d["pid"]
+        a.pid, a.life = d["pid"], d["incarnation"]
     return RemotePool(actors, described[0], restart=restart, max_restarts=max_restarts,
                       restart_timeout=restart_timeout, placement_group=pg)
 

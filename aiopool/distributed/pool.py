@@ -86,6 +86,7 @@ class _Actor:
     answered: bool = False  # a call of this generation succeeded
     down_since: float | None = None  # when the current run of failures began
     flushes: list[int] = field(default_factory=list)  # rows of flush calls landed (-1: timeout)
+    life: str | None = None  # the actor's incarnation the calls are for (None: not known yet)
 
     @property
     def ids(self) -> range:
@@ -308,7 +309,7 @@ class RemotePool:
 
     def _call(self, a: _Actor, op: Op, local_ids: npt.NDArray[np.int32] | None, payload: Any,
               recv: bool) -> None:
-        ref = a.handle.call.remote((a.gen, a.seq, int(op), local_ids, payload, recv))
+        ref = a.handle.call.remote((a.gen, a.seq, int(op), local_ids, payload, recv, a.life))
         a.seq += 1
         if recv:
             a.recvs += 1
@@ -605,6 +606,9 @@ class RemotePool:
             self._failed(a, exc)
             return
         a.answered = True
+        if call.op == Op.RECOVER:  # the life this generation runs in
+            a.life = fut.result()
+            return
         if call.recv:
             a.recvs -= 1
         result = fut.result()
@@ -667,6 +671,7 @@ class RemotePool:
         lost = mine[self._busy[mine] & ~self._held[mine]]
         a.gen += 1
         a.seq = a.recvs = a.unclaimed = 0
+        a.life = None  # the next call that answers says which life it reached
         now = time.monotonic()
         new_run = a.answered or a.down_since is None  # not a retry while Ray restarts it
         if new_run:

@@ -14,6 +14,7 @@ State lives on the loop thread; Ray's completions arrive as asyncio futures.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -26,6 +27,7 @@ import ray
 from ray.exceptions import ActorDiedError, RayTaskError
 
 from ..errors import NothingInFlight
+from ._host import NewLife
 from .errors import ActorDied
 
 if TYPE_CHECKING:
@@ -70,6 +72,7 @@ class _Lane:
 
     gen: int = 0
     seq: int = 0  # the next fragment call's number in this generation
+    life: str | None = None  # the actor's incarnation its calls are for (None: not known yet)
     in_flight: int = 0
     answered: bool = True
     down_since: float = 0.0
@@ -89,7 +92,7 @@ class Rollouts:
         self.version = 0
         self._policy_ref = ray.put(policy)
         self._weights_ref: Any = None
-        self._lanes = [_Lane() for _ in pool._actors]
+        self._lanes = [_Lane(life=a.life) for a in pool._actors]
         self._pending: dict[asyncio.Future[Any], tuple[int, int]] = {}
         self._ready: deque[Fragment | BaseException] = deque()
         self._installs: list[tuple[Any, int]] = []  # set_policy / set_weights calls unread
@@ -158,7 +161,7 @@ class Rollouts:
         loop = asyncio.get_running_loop()
         for a, lane in zip(self.pool._actors, self._lanes, strict=True):
             while not a.dead and lane.in_flight + held[a.index] < self.depth:
-                ref = a.handle.fragment.remote(self.horizon, lane.gen, lane.seq)
+                ref = a.handle.fragment.remote(self.horizon, lane.gen, lane.seq, lane.life)
                 lane.seq += 1
                 fut = asyncio.wrap_future(ref.future(), loop=loop)
                 fut.add_done_callback(_retrieve)
@@ -174,8 +177,10 @@ class Rollouts:
         lane.in_flight -= 1
         if exc is None:
             lane.answered = True
+            lane.life = fut.result()["life"]
             self._ready.append(_fragment(fut.result(), index))
-        elif isinstance(exc, RayTaskError):  # the policy (or the env) raised in the actor
+        elif isinstance(exc, RayTaskError) and not isinstance(exc.cause, NewLife):
+            # the policy (or the env) raised in the actor
             cause = exc.cause if isinstance(exc.cause, Exception) else exc
             self._ready.append(cause)
         else:
@@ -199,6 +204,7 @@ class Rollouts:
         pool = self.pool
         lane.gen += 1
         lane.seq = 0
+        lane.life = None
         lane.in_flight = 0
         now = time.monotonic()
         new_run = lane.answered
@@ -212,6 +218,11 @@ class Rollouts:
             self._install(a)  # a restarted actor has neither the policy nor the weights
             return
         a.dead = True
+        for fut, (index, _) in list(self._pending.items()):  # nothing of it can come now
+            if index == a.index:
+                del self._pending[fut]
+        with contextlib.suppress(Exception):  # calls still queued there must not run on
+            ray.kill(a.handle, no_restart=True)
         ids = list(a.ids)
         pool._lost[ids] = True
         self._ready.appendleft(ActorDied(a.index, f"died during rollouts "
