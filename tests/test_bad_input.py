@@ -59,10 +59,13 @@ def test_bad_sends_leave_the_pool_usable() -> None:
             pool.send(np.array([9, 9]), [1, 2])  # the envs' state is said before the actions'
         with pytest.raises(ValueError, match="still has an action in flight"):
             pool.async_reset(env_ids=[0])
+        with pytest.raises(ValueError, match="still has an action in flight"):
+            pool.async_reset(seed=7, env_ids=[2, 0])  # the seed is not staged either
         pool.send([1, 2], [2, 3])  # lists and small ints are fine
         batch = pool.recv_blocking(timeout=5)
         ledger.record(batch)
         assert sorted(batch.reward.tolist()) == [0.0, 0.0, 1.0, 2.0]
+        assert (batch.info["elapsed_step"] == 1).all()  # each env stepped, none reset
 
 
 def test_continuous_actions_must_be_finite() -> None:

@@ -259,6 +259,23 @@ async def test_a_field_of_no_elements_goes_through() -> None:
             batch.send(np.zeros((4, 2), np.int64))
 
 
+@pytest.mark.asyncio
+async def test_a_refused_seeded_reset_leaves_a_queued_step_a_step() -> None:
+    """Env 1's step waits behind env 0's 200 ms step in the one worker's queue: a seeded
+    reset of env 1 is refused, and must not turn that queued step into a reset."""
+    slow = functools.partial(CountingEnv, step_ns=200_000_000)
+    with aiopool.make(slow, num_envs=2, batch_size=1, num_workers=1) as pool:
+        pool.async_reset()
+        [await pool.recv(timeout=10) for _ in range(2)]
+        pool.send([0], [0])
+        pool.send([0], [1])
+        with pytest.raises(ValueError, match="env 1 still has an action in flight"):
+            pool.async_reset(seed=7, env_ids=[1])
+        rows = [await pool.recv(timeout=10) for _ in range(2)]
+        assert [int(b.env_id[0]) for b in rows] == [0, 1]
+        assert [int(b.info["elapsed_step"][0]) for b in rows] == [1, 1]  # stepped, not reset
+
+
 def _memfd_mappings() -> int:
     with open("/proc/self/maps") as f:
         return sum("/memfd:aiopool-" in line for line in f)

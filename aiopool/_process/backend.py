@@ -169,7 +169,10 @@ class ProcessNative:
             os.read(self._pool_fd, 8)
 
     def stage_seeds(self, ids: npt.NDArray[np.int32], seeds: Sequence[int] | None) -> None:
-        """Seed ``ids`` at their next reset: ``reset(seed=s)``, or unseeded for None."""
+        """Seed ``ids`` at their next reset: ``reset(seed=s)``, or unseeded for None. Refused
+        as ``reset`` refuses: an env's command in flight must not turn into a reset."""
+        if (self._flags[ids] & (_BUSY | _LOST)).any():
+            self._refuse(ids, "async_reset", need_reset_ok=False)
         lay = self.lay
         if seeds is None:
             lay.command[ids] = RESET
