@@ -122,6 +122,7 @@ class Pool:
         self._check_open()
         ids = self._all_ids if env_ids is None else self._as_ids(env_ids)
         if seed is not None:
+            self._native.check_reset(ids)  # a refused reset stages no seed, None's envs too
             self._stage_seeds(ids, seed)
         self._native.reset(ids)
         self._ever_reset = True

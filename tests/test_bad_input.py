@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import Ledger, counting
+from helpers import CountingEnv, Ledger, counting
 
 import aiopool
 
@@ -61,11 +61,17 @@ def test_bad_sends_leave_the_pool_usable() -> None:
             pool.async_reset(env_ids=[0])
         with pytest.raises(ValueError, match="still has an action in flight"):
             pool.async_reset(seed=7, env_ids=[2, 0])  # the seed is not staged either
+        with pytest.raises(ValueError, match="env 1 still has an action in flight"):
+            pool.async_reset(seed=[7, None], env_ids=[2, 1])  # nor env 2's, beside a None
         pool.send([1, 2], [2, 3])  # lists and small ints are fine
         batch = pool.recv_blocking(timeout=5)
         ledger.record(batch)
         assert sorted(batch.reward.tolist()) == [0.0, 0.0, 1.0, 2.0]
         assert (batch.info["elapsed_step"] == 1).all()  # each env stepped, none reset
+        pool.async_reset()  # unseeded: env 2's random stream goes on, no seed 7 staged
+        reset = pool.recv_blocking(timeout=5)
+        draw = reset.info["draw"][reset.env_id == 2]
+        assert draw != CountingEnv().reset(seed=7)[1]["draw"]
 
 
 def test_continuous_actions_must_be_finite() -> None:

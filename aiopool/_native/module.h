@@ -439,6 +439,7 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
             p.stage_seeds(ids.data(), ids.shape(0), states.data(), seeds ? seeds->data() : nullptr);
           },
           nb::arg("ids"), nb::arg("states"), nb::arg("seeds") = nb::none())
+      .def("check_reset", [](PyPool& p, IdArray ids) { p.check_reset(ids.data(), ids.shape(0)); })
       .def("reset", [](PyPool& p, IdArray ids) { p.reset(ids.data(), ids.shape(0)); })
       .def("send",
            [](PyPool& p, nb::handle actions, nb::handle ids) {

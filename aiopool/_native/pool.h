@@ -76,6 +76,11 @@ class Pool {
     }
   }
 
+  // What `reset` would refuse, checked before any of it is staged (seeds included).
+  void check_reset(const int32_t* ids, std::size_t k) {
+    check_ids(ids, k, "async_reset", /*need_idle=*/true, /*need_reset_ok=*/false);
+  }
+
   void reset(const int32_t* ids, std::size_t k) {
     check_ids(ids, k, "async_reset", /*need_idle=*/true, /*need_reset_ok=*/false);
     for (std::size_t j = 0; j < k; ++j) {

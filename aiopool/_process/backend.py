@@ -169,16 +169,22 @@ class ProcessNative:
             os.read(self._pool_fd, 8)
 
     def stage_seeds(self, ids: npt.NDArray[np.int32], seeds: Sequence[int] | None) -> None:
-        """Seed ``ids`` at their next reset: ``reset(seed=s)``, or unseeded for None. Refused
-        as ``reset`` refuses: an env's command in flight must not turn into a reset."""
-        if (self._flags[ids] & (_BUSY | _LOST)).any():
-            self._refuse(ids, "async_reset", need_reset_ok=False)
+        """Seed ``ids`` at their next reset: ``reset(seed=s)``, or unseeded for None (after
+        ``check_reset``: an env's command in flight must not turn into a reset)."""
         lay = self.lay
         if seeds is None:
             lay.command[ids] = RESET
             return
         lay.seed[ids] = np.asarray(seeds, dtype=np.uint64)
         lay.command[ids] = RESET_SEEDED
+
+    def check_reset(self, ids: npt.NDArray[np.int32]) -> None:
+        """Raise what ``reset(ids)`` would, changing nothing."""
+        if self._closed:
+            raise RuntimeError("async_reset() on a closed pool")
+        if (((ids < 0) | (ids >= self.num_envs)).any() or len(np.unique(ids)) < len(ids)
+                or (self._flags[ids] & (_BUSY | _LOST)).any()):
+            self._refuse(ids, "async_reset", need_reset_ok=False)
 
     def reset(self, ids: npt.NDArray[np.int32]) -> None:
         owner = self._claim(ids, "async_reset", need_reset_ok=False)  # flags: _BUSY only

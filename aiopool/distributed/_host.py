@@ -227,11 +227,13 @@ class PoolHost:
 
     # -- rollout mode: the policy runs here, fragments of T steps go back -------------------
 
-    def set_policy(self, policy: Any) -> None:
+    def set_policy(self, policy: Any) -> str:
         """Ray resolves the policy's ObjectRef before running this, so a ``fragment`` call
-        sent after it may start first: it waits for ``_policy_set``."""
+        sent after it may start first: it waits for ``_policy_set``. Returns this life's
+        ``incarnation``."""
         self._policy = policy
         self._policy_set.set()
+        return self.incarnation
 
     def set_weights(self, weights: Any, version: int) -> None:
         newest = self._version if self._weights is None else self._weights[1]

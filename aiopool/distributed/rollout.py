@@ -198,6 +198,9 @@ class Rollouts:
             self._ready.append(RuntimeError(
                 f"actor {index} could not take the policy or its weights (is the policy's "
                 f"class importable there, or picklable by value?): {exc}"))
+        lane = self._lanes[index]
+        if exc is None and lane.life is None and isinstance(fut.result(), str):
+            lane.life = fut.result()  # set_policy's answer: the life its next calls reach
 
     def _failed(self, a: _Actor, lane: _Lane, exc: BaseException) -> None:
         """The actor died or went away: its fragment in flight is lost."""
@@ -225,8 +228,10 @@ class Rollouts:
             ray.kill(a.handle, no_restart=True)
         ids = list(a.ids)
         pool._lost[ids] = True
-        self._ready.appendleft(ActorDied(a.index, f"died during rollouts "
-                                         f"({type(exc).__name__})", ids, ids, exc))
+        # After its fragments already here (whole trajectories, nothing to send back): after
+        # the death, nothing of the actor comes.
+        self._ready.append(ActorDied(a.index, f"died during rollouts ({type(exc).__name__})",
+                                     ids, ids, exc))
 
 
 def _fragment(d: dict[str, Any], actor: int) -> Fragment:
