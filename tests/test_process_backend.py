@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from typing import Any
 
@@ -34,11 +36,31 @@ class Flaky(CountingEnv):
         return super().step(action)
 
 
+class Wordy(Flaky):
+    """Flaky with a 15 KB non-ASCII message on a chained exception."""
+
+    def step(self, action: int) -> Any:
+        try:
+            return super().step(action)
+        except RuntimeError as e:
+            raise ValueError("ü" * 5000 + " the last words") from e
+
+
 class Hangs(CountingEnv):
     def step(self, action: int) -> Any:
         if action == 99:
             time.sleep(3600)
         return super().step(action)
+
+
+class MadeOnce(CountingEnv):
+    """Counting, but no env can be made once ``marker`` exists (after 1.2 s: not a quick death)."""
+
+    def __init__(self, marker: str, **kw: Any) -> None:
+        if os.path.exists(marker):
+            time.sleep(1.2)
+            raise RuntimeError("the env's licence server is gone")
+        super().__init__(**kw)
 
 
 class DictObs(gym.Env[dict[str, Any], np.ndarray]):
@@ -189,6 +211,13 @@ async def test_an_env_that_raises_reaches_the_consumer_and_the_pool_goes_on() ->
         (await pool.recv()).send([0])
         row = await pool.recv()
         assert row.info["env_error"][0] and row.truncated[0] and "boom" in pool.env_error(0)
+    with aiopool.make(Wordy, num_envs=1, on_env_error="truncate", fail_at=1) as pool:
+        pool.async_reset()
+        (await pool.recv()).send([0])
+        await pool.recv()
+        text = pool.env_error(0)  # too long to keep whole: its head and its end, cut cleanly
+        assert len(text.encode()) <= 4096 and "\ufffd" not in text
+        assert "boom at step 1" in text and text.endswith("the last words\n")
 
 
 @pytest.mark.asyncio
@@ -212,7 +241,9 @@ async def test_a_killed_worker_is_reported_naming_the_lost_envs() -> None:
 
 
 @pytest.mark.asyncio
-async def test_restart_replaces_a_dead_worker_and_the_stream_goes_on() -> None:
+async def test_restart_replaces_a_dead_worker_and_the_stream_goes_on(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="aiopool")
     with aiopool.make(CountingEnv, num_envs=4, batch_size=2, num_workers=2, restart=True,
                       step_ns=5_000_000) as pool:
         pool.async_reset()
@@ -232,6 +263,57 @@ async def test_restart_replaces_a_dead_worker_and_the_stream_goes_on() -> None:
                 assert time.monotonic() - killed_at < 5.0
             batch.send(np.zeros(len(batch), np.int64))
         assert len(pool.worker_pids()) == 2
+        assert pool.restarts == [1, 0]
+    warned = [r.getMessage() for r in caplog.records if r.name == "aiopool"]
+    assert len(warned) == 1 and "worker 0: killed by SIGKILL" in warned[0], warned
+    assert "restarted with fresh envs (1 restarts)" in warned[0]
+
+
+@pytest.mark.asyncio
+async def test_a_worker_that_cannot_make_its_envs_again_is_not_restarted_forever(
+        tmp_path: Any) -> None:
+    marker = tmp_path / "gone"
+    factory = functools.partial(MadeOnce, marker=str(marker), step_ns=2_000_000)
+    with aiopool.make(factory, num_envs=2, batch_size=1, num_workers=2, restart=True) as pool:
+        pool.async_reset()
+        await asyncio.sleep(1.1)  # not a death within 1 s of starting: the next 3 count
+        marker.touch()
+        os.kill(pool.worker_pids()[0], signal.SIGKILL)
+        with pytest.raises(aiopool.WorkerDied) as info:
+            for _ in range(10_000):  # env 1 goes on while env 0's worker fails to start
+                batch = await pool.recv(timeout=20)
+                batch.send(np.zeros(1, np.int64))
+        assert info.value.env_ids == [0]
+        assert "before it had made its envs" in str(info.value)
+        assert "licence server is gone" in str(info.value)
+        assert "not restarted again" in str(info.value)
+        assert pool.restarts == [3, 0]
+
+
+def test_ctrl_c_in_the_terminal_does_not_kill_the_workers() -> None:
+    with aiopool.make(CountingEnv, num_envs=2, batch_size=2, num_workers=2) as pool:
+        pool.async_reset()
+        pool.recv_blocking(timeout=10)
+        for pid in pool.worker_pids():  # what a terminal's Ctrl-C sends the process group
+            os.kill(pid, signal.SIGINT)
+        time.sleep(0.2)
+        pool.send(np.zeros(2, np.int64))
+        assert len(pool.recv_blocking(timeout=10)) == 2
+
+
+def test_close_from_another_thread_wakes_a_sync_receiver() -> None:
+    slow = functools.partial(CountingEnv, step_ns=3_000_000_000)  # longer than close waits
+    with aiopool.make(slow, num_envs=1, batch_size=1, num_workers=1) as pool:
+        pool.async_reset()
+        pool.recv_blocking(timeout=10)
+        pool.send(np.zeros(1, np.int64))
+        closer = threading.Timer(0.3, pool.close)
+        closer.start()
+        start = time.monotonic()
+        with pytest.raises(aiopool.PoolClosed):
+            pool.recv_blocking(timeout=20)
+        assert time.monotonic() - start < 2.5
+        closer.join()
 
 
 @pytest.mark.asyncio

@@ -52,6 +52,12 @@ class ProcessPool(Pool):
         self._check_open()
         return list(self._native.worker_pids())
 
+    @property
+    def restarts(self) -> list[int]:
+        """How many times each worker was replaced after it died (``restart=True``); each
+        restart is also logged as a warning on the ``aiopool`` logger."""
+        return list(self._native.restarts())
+
     def _stage_seeds(self, ids: npt.NDArray[np.int32],
                      seed: int | Sequence[int | None] | None) -> None:
         """Env ``i`` resets with ``reset(seed=seed + i)``; None: an unseeded reset."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import logging
 import mmap
 import os
 import pickle
@@ -46,6 +47,7 @@ from .layout import ENV_ERROR, RESET, RESET_SEEDED, STEP, Layout, Plan
 _EFD_ONE = (1).to_bytes(8, sys.byteorder)
 _BUSY, _FRESH, _ENDED, _LOST = 1, 2, 4, 8
 _READY_TIMEOUT_S = 120.0
+_log = logging.getLogger("aiopool")
 
 
 class _Worker:
@@ -59,7 +61,9 @@ class _Worker:
         self.pidfd = -1
         self.generation = 0
         self.started = 0.0
-        self.quick_deaths = 0  # deaths in a row within 1 s of starting
+        self.quick_deaths = 0  # deaths in a row within 1 s of starting, or before it was ready
+        self.ready_r = -1  # a restarted worker's ready pipe, read when it dies
+        self.restarts = 0
 
 
 class ProcessNative:
@@ -250,7 +254,8 @@ class ProcessNative:
         poller.register(self._pool_fd, select.POLLIN)
         # poll takes an int of ms; beyond ~24 days, wake up and let the caller wait again
         poller.poll(None if timeout < 0 else min(int(timeout * 1000) + 1, 2**31 - 1))
-        self.drain()
+        if not self._closed:  # closed meanwhile: the fd may be gone (the caller says closed)
+            self.drain()
 
     def flush(self, timeout: float) -> int:
         deadline = None if timeout < 0 else time.monotonic() + timeout
@@ -277,6 +282,8 @@ class ProcessNative:
         if self._closed:
             return
         self._closed = True
+        if getattr(self, "_pool_fd", -1) >= 0:
+            _ring(self._pool_fd)  # a receiver asleep in another thread wakes and sees it closed
         if hasattr(self, "lay"):
             self._store(self.lay.shutdown[0], 1)
         for worker in self._workers:
@@ -299,7 +306,8 @@ class ProcessNative:
             for worker in self._workers:
                 _close_fd(worker.inbox_fd)
                 _close_fd(worker.pidfd)
-                worker.pidfd = -1
+                _close_fd(worker.ready_r)
+                worker.pidfd = worker.ready_r = -1
         for fd in (self._alive_r, self._alive_w, self._memfd, self._watch_fd):
             _close_fd(fd)
         # The pool's eventfd closes last: Pool removes its reader first (asyncio loses a
@@ -312,6 +320,9 @@ class ProcessNative:
 
     def worker_pids(self) -> list[int]:
         return [w.proc.pid for w in self._workers if w.proc is not None]
+
+    def restarts(self) -> list[int]:
+        return [w.restarts for w in self._workers]
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -578,17 +589,47 @@ class ProcessNative:
             ready[self._ready] = True
             busy = (self._flags[mine] & _BUSY) != 0
             lost = mine[busy & ~ready[mine]]
-            quick = time.monotonic() - worker.started < 1.0
+            unready = self._start_failure(worker)
+            if unready:
+                how += f" before it had made its envs:\n{unready}"
+            quick = unready or time.monotonic() - worker.started < 1.0
             worker.quick_deaths = worker.quick_deaths + 1 if quick else 0
             if self._restart and worker.quick_deaths < 3:
-                self._replace(worker, lost)
-                continue
-            if self._restart:
-                how += " three times within 1 s of starting, so it was not restarted again"
+                try:
+                    self._replace(worker, lost)
+                except OSError as e:  # no process could start (fds, memory): lost, not stuck
+                    how += f", and no new worker could start ({e!r})"
+                else:
+                    worker.restarts += 1
+                    _log.warning("%s worker %d: %s; restarted with fresh envs (%d restarts), "
+                                 "envs %s lost their steps in flight", self.env_id, index, how,
+                                 worker.restarts, lost.tolist())
+                    continue
+            elif self._restart:
+                how += (" three times in a row within 1 s of starting or before making its "
+                        "envs, so it was not restarted again")
             self._flags[mine] |= _LOST
             self._flags[lost] &= ~np.uint8(_BUSY)
             self._untaken -= len(lost)
             raise WorkerDied(index, how, [int(i) for i in lost], list(worker.env_ids))
+
+    def _start_failure(self, worker: _Worker) -> str:
+        """Why a restarted worker that died never made its envs (its ready pipe's message),
+        or "" if it did, or if it was one the pool waited for at its start."""
+        if worker.ready_r < 0:
+            return ""
+        chunks = []
+        with contextlib.suppress(BlockingIOError, OSError):
+            while chunk := os.read(worker.ready_r, 65536):
+                chunks.append(chunk)
+        _close_fd(worker.ready_r)
+        worker.ready_r = -1
+        data = b"".join(chunks)
+        try:
+            status, detail = pickle.loads(data) if data else ("error", "it said nothing")
+        except Exception:  # cut short by its death
+            status, detail = "error", "its message was cut short"
+        return "" if status == "ready" else str(detail)
 
     def _replace(self, worker: _Worker, lost: npt.NDArray[np.int32]) -> None:
         """A fresh worker with fresh envs; the lost envs' next rows are their resets (the
@@ -598,8 +639,11 @@ class ProcessNative:
         for counter in (lay.inbox_tail[w], lay.outbox_tail[w], lay.busy_since[w]):
             self._store(counter, 0)
         self._in_tail[w] = self._out_head[w] = 0
-        os.close(self._start(worker))  # not awaited: the loop goes on while it starts
-        lay.command[lost] = RESET
+        ready_r = self._start(worker)  # not awaited: the loop goes on while it starts
+        os.set_blocking(ready_r, False)
+        worker.ready_r = ready_r  # read if it dies: did it make its envs, and if not, why
+        seeded = lay.command[lost] == RESET_SEEDED  # a seeded reset in flight keeps its seed
+        lay.command[lost[~seeded]] = RESET
         self._push(worker, lost)
 
 

@@ -141,7 +141,12 @@ class Layout:
 
     def set_error_text(self, env_id: int, text: str) -> None:
         data = text.encode("utf-8", "replace")
-        if len(data) > ERROR_BYTES:  # keep the end of a traceback: the line that raised
-            data = b"..." + data[-(ERROR_BYTES - 3):]
+        if len(data) > ERROR_BYTES:
+            # Its head (the first exception of a chain, the worker's note) and its end (the
+            # line that raised), each cut on a character boundary.
+            gap = b"\n[...]\n"
+            head = data[:ERROR_BYTES // 4].decode("utf-8", "ignore").encode()
+            tail = data[-(ERROR_BYTES - len(head) - len(gap)):].decode("utf-8", "ignore")
+            data = head + gap + tail.encode()
         self.error[env_id, :len(data)] = np.frombuffer(data, dtype=np.uint8)
         self.error_length[env_id] = len(data)

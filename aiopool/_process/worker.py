@@ -19,6 +19,7 @@ import mmap
 import os
 import pickle
 import select
+import signal
 import sys
 import time
 import traceback
@@ -33,6 +34,9 @@ _COMMIT_AFTER_NS = 1_000_000  # commit the rows that ran once a wake-up's envs t
 
 
 def main() -> None:
+    # A Ctrl-C in the terminal (or a notebook's interrupt) signals the whole process group:
+    # the parent decides what it means; the worker ends with it (its pipe reads EOF) or on close.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     config = pickle.loads(sys.stdin.buffer.read())
     sys.path[:] = config["sys_path"]
     ready = config["ready_fd"]
