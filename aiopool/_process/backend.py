@@ -85,7 +85,7 @@ class ProcessNative:
         self._restart = restart
         self._step_timeout = step_timeout
         self._raise_env_errors = raise_env_errors
-        self._hung_reason: str | None = None
+        self._hung: dict[tuple[int, int], str] = {}  # (worker, generation) killed as hung
         self.field_names = _field_names(plan)
         n = plan.num_envs
         # Per env, what refuses a command (one gather checks them all): _BUSY, sent and not
@@ -571,18 +571,20 @@ class ProcessNative:
             since = self._load(self.lay.busy_since[worker.index]) if self.lay else 0
             if (since and now - since > self._step_timeout * 1e9 and worker.proc is not None
                     and worker.proc.poll() is None):
-                self._hung_reason = (f"an env call ran longer than step_timeout="
-                                     f"{self._step_timeout} s, so the worker was killed")
+                self._hung[(worker.index, worker.generation)] = (
+                    f"an env call ran longer than step_timeout={self._step_timeout} s, so the "
+                    "worker was killed")
                 worker.proc.send_signal(signal.SIGKILL)
 
     def _handle_deaths(self) -> None:
         while self._deaths:
             index, generation, how = self._deaths.popleft()
             worker = self._workers[index]
+            hung = self._hung.pop((index, generation), None)  # its own reason, no other's
             if generation != worker.generation or self._closed:
                 continue
-            if self._hung_reason:
-                how, self._hung_reason = f"{how}: {self._hung_reason}", None
+            if hung:
+                how = f"{how}: {hung}"
             self._collect()  # what it committed before dying is delivered
             mine = np.asarray(worker.env_ids, dtype=np.int32)
             ready = np.zeros(self.num_envs, dtype=bool)
