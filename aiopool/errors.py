@@ -48,10 +48,12 @@ class WorkerDied(RuntimeError):
         env_ids: every env it held; sends to them are refused from now on.
     """
 
-    def __init__(self, worker: int, how: str, lost: list[int], env_ids: list[int]) -> None:
+    def __init__(self, worker: int, how: str, lost: list[int], env_ids: list[int],
+                 restart: bool = False) -> None:
+        advice = "" if restart else " (make the pool with restart=True to replace dead workers)"
         super().__init__(f"worker process {worker} {how}; the results of envs {lost} are lost "
-                         f"and its envs {env_ids[0]}..{env_ids[-1]} cannot be stepped any more "
-                         "(make the pool with restart=True to replace dead workers)")
+                         f"and its envs {env_ids[0]}..{env_ids[-1]} cannot be stepped any more"
+                         + advice)
         self.worker = worker
         self.lost = lost
         self.env_ids = env_ids

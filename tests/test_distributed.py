@@ -168,6 +168,20 @@ def test_import_aiopool_does_not_import_ray() -> None:
     assert r.returncode == 0, r.stderr
 
 
+def test_a_placement_group_that_cannot_be_placed_says_why() -> None:
+    from ray.util.placement_group import placement_group_table
+
+    before = len(placement_group_table())
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"placement group of 2 bundles .*STRICT_SPREAD.* "
+                                           r"within 1.0 s: it needs 2 nodes, one per actor"):
+        make_remote("CartPole-v1", num_envs=4, num_actors=2, num_cpus=0.5,
+                    placement_strategy="STRICT_SPREAD", timeout=1.0)  # one node here
+    assert time.monotonic() - start < 10
+    table = placement_group_table()
+    assert sum(pg["state"] != "REMOVED" for pg in table.values()) <= before  # removed
+
+
 def test_env_split_spec_and_bad_arguments() -> None:
     with _counting(num_envs=11, batch_size=2, num_actors=3, episode_length=7) as pool:
         assert [list(pool.env_ids_of(j)) for j in range(3)] == [

@@ -221,6 +221,26 @@ async def test_an_env_that_raises_reaches_the_consumer_and_the_pool_goes_on() ->
 
 
 @pytest.mark.asyncio
+async def test_the_readmes_loop_goes_on_through_env_errors() -> None:
+    """README's pattern: EnvError ends the ``async for``; answer its batch, loop again."""
+    rows = errors = 0
+    with aiopool.make(Flaky, num_envs=4, batch_size=2, num_workers=2, fail_at=3,
+                      episode_length=100) as pool:
+        while rows < 200:
+            try:
+                async for batch in pool.stream():
+                    rows += len(batch)
+                    batch.send(np.ones(len(batch), np.int64))
+                    if rows >= 200:
+                        break
+            except aiopool.EnvError as err:
+                errors += 1
+                assert err.batch is not None and err.batch.info["env_error"].any()
+                err.batch.send(np.ones(len(err.batch), np.int64))
+    assert errors >= 4  # each env fails at its 3rd step of every episode, and the loop goes on
+
+
+@pytest.mark.asyncio
 async def test_a_killed_worker_is_reported_naming_the_lost_envs() -> None:
     with aiopool.make(CountingEnv, num_envs=4, batch_size=2, num_workers=2,
                       step_ns=20_000_000) as pool:
@@ -235,6 +255,7 @@ async def test_a_killed_worker_is_reported_naming_the_lost_envs() -> None:
                 (await pool.recv(timeout=5)).send(np.zeros(2, np.int64))
         assert time.monotonic() - start < 1.0
         assert set(caught.value.lost) <= {2, 3} and caught.value.env_ids == [2, 3]
+        assert "make the pool with restart=True" in str(caught.value)  # it was not
         with pytest.raises(ValueError, match="lost with its worker process"):
             pool.send(np.zeros(1, np.int64), [2])
         assert _wait_gone([victim], 1.0)
@@ -287,6 +308,7 @@ async def test_a_worker_that_cannot_make_its_envs_again_is_not_restarted_forever
         assert "before it had made its envs" in str(info.value)
         assert "licence server is gone" in str(info.value)
         assert "not restarted again" in str(info.value)
+        assert "make the pool with restart=True" not in str(info.value)  # it was
         assert pool.restarts == [3, 0]
 
 

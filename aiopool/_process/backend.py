@@ -613,7 +613,8 @@ class ProcessNative:
             self._flags[mine] |= _LOST
             self._flags[lost] &= ~np.uint8(_BUSY)
             self._untaken -= len(lost)
-            raise WorkerDied(index, how, [int(i) for i in lost], list(worker.env_ids))
+            raise WorkerDied(index, how, [int(i) for i in lost], list(worker.env_ids),
+                             self._restart)
 
     def _start_failure(self, worker: _Worker) -> str:
         """Why a restarted worker that died never made its envs (its ready pipe's message),

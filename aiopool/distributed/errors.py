@@ -22,11 +22,11 @@ class ActorDied(WorkerDied):
     """
 
     def __init__(self, actor: int, how: str, lost: list[int], env_ids: list[int],
-                 cause: BaseException | None = None) -> None:
+                 cause: BaseException | None = None, restart: bool = False) -> None:
+        advice = "" if restart else " (make the pool with restart=True to restart dead actors)"
         RuntimeError.__init__(
             self, f"pool actor {actor} {how}; the results of envs {lost} are lost and its envs "
-                  f"{env_ids[0]}..{env_ids[-1]} cannot be stepped any more (make the pool with "
-                  "restart=True to restart dead actors)")
+                  f"{env_ids[0]}..{env_ids[-1]} cannot be stepped any more" + advice)
         self.worker = self.actor = actor
         self.lost = lost
         self.env_ids = env_ids

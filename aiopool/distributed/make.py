@@ -127,9 +127,17 @@ def _start(env_id: Any, num_envs: int, batch_size: int | None, num_actors: int,
         pg = placement_group([bundle] * num_actors, strategy=placement_strategy)
         try:
             ray.get(pg.ready(), timeout=timeout)
-        except BaseException:
+        except BaseException as e:
             with contextlib.suppress(Exception):
                 remove_placement_group(pg)
+            if isinstance(e, TimeoutError | ray.exceptions.GetTimeoutError):
+                needs = {"STRICT_SPREAD": f"{num_actors} nodes, one per actor",
+                         "STRICT_PACK": "one node with every bundle"}.get(
+                             placement_strategy, "the resources, on any nodes")
+                raise TimeoutError(
+                    f"the placement group of {num_actors} bundles of {bundle} "
+                    f"({placement_strategy}) was not ready within {timeout} s: it needs "
+                    f"{needs}, free (ray.nodes(), ray.available_resources())") from e
             raise
     threads = max(1, int(num_cpus)) if num_threads is None else num_threads
     actors: list[_Actor] = []

@@ -711,7 +711,7 @@ class RemotePool:
         self._lost[mine] = True
         self._busy[mine] = False
         return ActorDied(a.index, death.how, [int(i) for i in lost], [int(i) for i in mine],
-                         death.cause)
+                         death.cause, self.restart)
 
     def _fail_stranded(self) -> None:
         """Receivers parked for batches that can no longer come (their actor died) get

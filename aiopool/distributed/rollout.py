@@ -231,7 +231,7 @@ class Rollouts:
         # After its fragments already here (whole trajectories, nothing to send back): after
         # the death, nothing of the actor comes.
         self._ready.append(ActorDied(a.index, f"died during rollouts ({type(exc).__name__})",
-                                     ids, ids, exc))
+                                     ids, ids, exc, pool.restart))
 
 
 def _fragment(d: dict[str, Any], actor: int) -> Fragment:
