@@ -293,6 +293,7 @@ class Pool:
         if timeout is not None:
             timeout = _finite_or_none(timeout)
         rows = int(self._native.flush(-1.0 if timeout is None else timeout))
+        self._check_open()  # closed meanwhile from another thread
         if rows > 0:
             self._doorbell.serve()
         return rows

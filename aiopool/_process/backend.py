@@ -260,13 +260,14 @@ class ProcessNative:
     def flush(self, timeout: float) -> int:
         deadline = None if timeout < 0 else time.monotonic() + timeout
         self._collect()
-        while self._untaken > len(self._ready) and not self._deaths:
+        while self._untaken > len(self._ready) and not self._deaths and not self._closed:
             remaining = -1.0 if deadline is None else deadline - time.monotonic()
             if deadline is not None and remaining <= 0:
                 return -1
             self._sleep_for(self._untaken - len(self._ready), remaining)
             self._collect()
-        if self._deaths or not self._ready or len(self._ready) >= self.batch_size:
+        if (self._closed or self._deaths or not self._ready
+                or len(self._ready) >= self.batch_size):
             return 0
         self._cut = len(self._ready)
         os.write(self._pool_fd, _EFD_ONE)  # wake a parked receiver for the short batch
@@ -354,8 +355,9 @@ class ProcessNative:
                 raise ValueError(f"{what}: env_ids names env {i} twice; give each env at most "
                                  "one action")
             seen.add(i)
-        checks = [(_LOST, " was lost with its worker process (make the pool with restart=True "
-                          "to replace dead workers)"),
+        lost = " was lost with its worker process" + (
+            "" if self._restart else " (make the pool with restart=True to replace dead workers)")
+        checks = [(_LOST, lost),
                   (_BUSY, " still has an action in flight; receive its result before sending "
                           "it another")]
         if need_reset_ok:
@@ -490,20 +492,29 @@ class ProcessNative:
             "ready_fd": ready_w, "spin_us": self._spin_us, "commit_rows": self.batch_size,
         }
         fds = (self._memfd, worker.inbox_fd, self._pool_fd, self._alive_r, ready_w)
+        proc = None
         try:
-            proc = subprocess.Popen([sys.executable, "-m", "aiopool._process.worker"],
-                                    stdin=subprocess.PIPE, pass_fds=fds, close_fds=True)
-        finally:
-            os.close(ready_w)
-        assert proc.stdin is not None
-        proc.stdin.write(pickle.dumps(config))
-        proc.stdin.close()
+            try:
+                proc = subprocess.Popen([sys.executable, "-m", "aiopool._process.worker"],
+                                        stdin=subprocess.PIPE, pass_fds=fds, close_fds=True)
+            finally:
+                os.close(ready_w)
+            assert proc.stdin is not None
+            proc.stdin.write(pickle.dumps(config))
+            proc.stdin.close()
+            pidfd = os.pidfd_open(proc.pid)
+        except BaseException:  # no half-started worker: no process, no fd left
+            os.close(ready_r)
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+            raise
         worker.proc = proc
         worker.generation += 1
         worker.started = time.monotonic()
         with self._lock:
             _close_fd(worker.pidfd)
-            worker.pidfd = os.pidfd_open(proc.pid)
+            worker.pidfd = pidfd
         _ring(self._watch_fd)
         return ready_r
 
@@ -522,6 +533,9 @@ class ProcessNative:
                 if not chunk:
                     break
                 chunks.append(chunk)
+                with contextlib.suppress(Exception):  # a whole message: done (a process the
+                    pickle.loads(b"".join(chunks))    # factory forked may hold the pipe open)
+                    break
         finally:
             os.close(ready_r)
         data = b"".join(chunks)
@@ -622,11 +636,14 @@ class ProcessNative:
         if worker.ready_r < 0:
             return ""
         chunks = []
-        with contextlib.suppress(BlockingIOError, OSError):
-            while chunk := os.read(worker.ready_r, 65536):
-                chunks.append(chunk)
-        _close_fd(worker.ready_r)
-        worker.ready_r = -1
+        with self._lock:  # close() closes it under the lock too
+            if self._closed or worker.ready_r < 0:
+                return ""
+            with contextlib.suppress(BlockingIOError, OSError):
+                while chunk := os.read(worker.ready_r, 65536):
+                    chunks.append(chunk)
+            _close_fd(worker.ready_r)
+            worker.ready_r = -1
         data = b"".join(chunks)
         try:
             status, detail = pickle.loads(data) if data else ("error", "it said nothing")

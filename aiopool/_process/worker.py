@@ -36,21 +36,33 @@ _COMMIT_AFTER_NS = 1_000_000  # commit the rows that ran once a wake-up's envs t
 def main() -> None:
     # A Ctrl-C in the terminal (or a notebook's interrupt) signals the whole process group:
     # the parent decides what it means; the worker ends with it (its pipe reads EOF) or on close.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A handler, not SIG_IGN: programs an env starts get SIGINT back (handlers reset on exec).
+    signal.signal(signal.SIGINT, _ignore)
     config = pickle.loads(sys.stdin.buffer.read())
     sys.path[:] = config["sys_path"]
     ready = config["ready_fd"]
     try:
         worker = Worker(config)
     except BaseException:
-        with contextlib.suppress(BrokenPipeError):
-            os.write(ready, pickle.dumps(("error", traceback.format_exc())))
+        with contextlib.suppress(BrokenPipeError):  # < a pipe's buffer: never blocks
+            os.write(ready, pickle.dumps(("error", _shortened(traceback.format_exc()))))
         os.close(ready)
         raise SystemExit(1) from None
     with contextlib.suppress(BrokenPipeError):  # a restart does not wait for this
         os.write(ready, pickle.dumps(("ready", os.getpid())))
     os.close(ready)
     worker.serve()
+
+
+def _ignore(signum: int, frame: Any) -> None:
+    """SIGINT: nothing (see ``main``)."""
+
+
+def _shortened(text: str, limit: int = 16_384) -> str:
+    """``text``'s head and end if it is longer than ``limit`` characters."""
+    if len(text) <= limit:
+        return text
+    return text[:limit // 4] + "\n[...]\n" + text[-(limit - limit // 4):]
 
 
 class Worker:
