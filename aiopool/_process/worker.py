@@ -44,7 +44,7 @@ def main() -> None:
     try:
         worker = Worker(config)
     except BaseException:
-        with contextlib.suppress(BrokenPipeError):  # < a pipe's buffer: never blocks
+        with contextlib.suppress(BrokenPipeError):  # at most 32 KiB: never blocks a pipe
             os.write(ready, pickle.dumps(("error", _shortened(traceback.format_exc()))))
         os.close(ready)
         raise SystemExit(1) from None
@@ -58,7 +58,7 @@ def _ignore(signum: int, frame: Any) -> None:
     """SIGINT: nothing (see ``main``)."""
 
 
-def _shortened(text: str, limit: int = 16_384) -> str:
+def _shortened(text: str, limit: int = 8192) -> str:
     """``text``'s head and end if it is longer than ``limit`` characters."""
     if len(text) <= limit:
         return text
