@@ -62,7 +62,7 @@ import re
 import warnings
 from collections import namedtuple
 from collections.abc import Sequence
-from typing import Any, Literal, NamedTuple, overload
+from typing import Any, Literal, NamedTuple, cast, overload
 
 import gymnasium as gym
 import numpy as np
@@ -223,12 +223,13 @@ def list_all_envs() -> list[str]:
 
 
 def _family(native_id: str) -> Literal["classic", "mujoco", "atari"] | None:
+    """Which of EnvPool's families ``native_id`` is in, by aiopool's family of it (registered
+    or only declared: a family this build cannot load); None for envs EnvPool lacks."""
     if native_id in _CLASSIC:
         return "classic"
-    if native_id in registry.MUJOCO_IDS:
-        return "mujoco"
-    if re.fullmatch(r"[A-Z][A-Za-z0-9]*-v5", native_id):
-        return "atari"
+    family = registry.family_of(native_id)
+    if family is not None and family.name in ("mujoco", "atari"):
+        return cast(Literal["mujoco", "atari"], family.name)
     return None
 
 
@@ -243,18 +244,20 @@ def _task(task_id: str) -> _Task:
 
 
 def _unknown_task(task_id: str, family: str | None) -> str:
-    if family == "atari" and "Atari" in registry.unavailable_families():
-        return (f"{task_id} is an Atari game, and aiopool's Atari envs are unavailable here: "
-                f"{registry.unavailable_families()['Atari']}")
+    declared = registry.family_of(_ALIASES.get(task_id, task_id)) if family else None
+    why = registry.unavailable_families().get(declared.title) if declared else None
+    if declared is not None and why is not None:
+        return (f"{task_id} is one of aiopool's {declared.title} envs, which are unavailable "
+                f"here: {why}")
     available = list_all_envs()
     versioned = re.fullmatch(r"(\w+)-v\d+", task_id)
-    if versioned and f"{versioned[1]}-v5" in registry.MUJOCO_IDS:
+    if versioned and _family(f"{versioned[1]}-v5") == "mujoco":
         hint = (f"; aiopool has only gymnasium's v5 MuJoCo envs: use '{versioned[1]}-v5' (its "
                 "observations, rewards and defaults are v5's, not those of older versions)")
     else:
         hint = _did_you_mean(task_id, available, n=3)
     atari = [i for i in available if _family(_ALIASES.get(i, i)) == "atari"]
-    mujoco = sorted(registry.MUJOCO_IDS & set(available))
+    mujoco = sorted(i for i in available if _family(_ALIASES.get(i, i)) == "mujoco")
     return (f"aiopool has no env for EnvPool's {task_id!r}{hint}. It has {', '.join(_CLASSIC)}, "
             f"the MuJoCo envs {', '.join(mujoco)} and {len(atari)} Atari games "
             f"({', '.join(atari[:3])}, ...); envpool.list_all_envs() lists them all")

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import ctypes
 import difflib
 import importlib
-import importlib.metadata
 import importlib.util
 import math
 import os
-import re
 from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any, cast
@@ -17,78 +14,71 @@ from typing import Any, cast
 import gymnasium as gym
 
 from ._native import _core  # the engine and the envs that need no simulator (core_module.cc)
+from ._native.families import CLASSIC_CONTROL, FAMILIES, NativeFamily
 from .pool import Pool
 from .spec import EnvSpec
 
 _AUTORESET_MODES = ("next_step", "same_step", "disabled")
 
-MUJOCO_VERSION = "4.0.0"  # the libmujoco the _mujoco module is linked against, exactly
-MUJOCO_IDS = frozenset(f"{name}-v5" for name in (
-    "Ant", "HalfCheetah", "Hopper", "Walker2d", "Humanoid", "HumanoidStandup", "InvertedPendulum",
-    "InvertedDoublePendulum", "Reacher", "Swimmer", "Pusher"))
-
-# The native modules make() searches, each with its own registry, and the family of ids it holds.
-_FAMILIES: dict[str, str] = {"_core": "classic control", "_mujoco": "MuJoCo", "_atari": "Atari"}
-_loaded: dict[str, ModuleType] = {"_core": _core}
+# The modules of the families (_native/families.py), as far as this build can import them.
+_loaded: dict[str, ModuleType] = {CLASSIC_CONTROL.module: _core}
 _unavailable: dict[str, str] = {}  # module name -> why it cannot be imported
 
 
-def _preload_mujoco() -> None:
-    """Check the installed MuJoCo is the exact build _mujoco links, and load its library."""
-    try:
-        found = importlib.metadata.version("mujoco-core")
-    except importlib.metadata.PackageNotFoundError:
-        found = None
-    if found != MUJOCO_VERSION:
-        raise ImportError(f"aiopool's MuJoCo envs are built against mujoco-core=={MUJOCO_VERSION}, "
-                          f"found {found or 'none'}; pip install mujoco-core=={MUJOCO_VERSION}")
-    spec = importlib.util.find_spec("mujoco")
-    if spec is not None and spec.submodule_search_locations:
-        # The module's RUNPATH finds it in an installed tree; this covers other layouts.
-        lib = os.path.join(spec.submodule_search_locations[0], f"libmujoco.so.{MUJOCO_VERSION}")
-        if os.path.exists(lib):
-            ctypes.CDLL(lib)
-
-
-_PRELOAD = {"_mujoco": _preload_mujoco}
-# Why a module is missing from the build, when it is (not when it fails to load).
-_NOT_BUILT = {"_atari": "this aiopool was built without ALE (-DAIOPOOL_WITH_ALE=OFF, or the "
-                        "build could not fetch the ale-py 0.12.1 sdist; its log says why). "
-                        "Reinstall with access to PyPI, or pass an unpacked sdist: pip install "
-                        "-e . -Ccmake.define.ALE_SOURCE_DIR=/path/to/ale_py-0.12.1"}
-
-
 def _modules() -> list[ModuleType]:
-    for name in _FAMILIES:
+    for family in FAMILIES:
+        name = family.module
         if name in _loaded or name in _unavailable:
             continue
         try:
-            if name in _PRELOAD:
-                _PRELOAD[name]()
+            if family.preload is not None:
+                family.preload()
             _loaded[name] = importlib.import_module(f"aiopool._native.{name}")
         except ImportError as e:
             missing = isinstance(e, ModuleNotFoundError) and e.name == f"aiopool._native.{name}"
-            _unavailable[name] = _NOT_BUILT[name] if missing and name in _NOT_BUILT else str(e)
-    return [_loaded[name] for name in _FAMILIES if name in _loaded]
+            _unavailable[name] = family.not_built if missing and family.not_built else str(e)
+    return [_loaded[f.module] for f in FAMILIES if f.module in _loaded]
 
 
-def _family_of(env_id: str) -> str | None:
-    if env_id in MUJOCO_IDS:
-        return "_mujoco"
-    if re.fullmatch(r"[A-Z][A-Za-z0-9]*-v5", env_id):
-        return "_atari"
-    return None
+def _lookup(env_id: str) -> tuple[NativeFamily | None, ModuleType | None]:
+    """The family of ``env_id`` and its module: the loaded module that registers it, else the
+    family that declares it (loaded or not) and None."""
+    _modules()
+    for family in FAMILIES:
+        module = _loaded.get(family.module)
+        if module is not None and env_id in module.list_envs():
+            return family, module
+    return _declared(env_id), None
+
+
+def _declared(env_id: str) -> NativeFamily | None:
+    """The family whose listed ids hold ``env_id``, else the first whose pattern matches it."""
+    return (next((f for f in FAMILIES if env_id in f.ids), None)
+            or next((f for f in FAMILIES if f.matches(env_id)), None))
+
+
+def family_of(env_id: str) -> NativeFamily | None:
+    """The native family ``env_id`` belongs to (registered, or declared by a family this build
+    cannot load, or just named like one of its ids), or None.
+
+    A pool's ``spec.family`` and ``spec.finite_actions`` say the same for a pool already made.
+    """
+    return _lookup(env_id)[0]
 
 
 def _module_for(env_id: str) -> ModuleType:
-    modules = _modules()
-    for module in modules:
-        if env_id in module.list_envs():
-            return module
-    family = _family_of(env_id)
-    if family in _unavailable:
-        raise ValueError(f"{env_id} is one of aiopool's {_FAMILIES[family]} envs, which are "
-                         f"unavailable here: {_unavailable[family]}")
+    return _native_for(env_id)[1]
+
+
+def _native_for(env_id: str) -> tuple[NativeFamily, ModuleType]:
+    """The family and loaded module that register ``env_id``; else a ValueError saying why its
+    family is unavailable here, or that the id is unknown (with the closest ids)."""
+    family, module = _lookup(env_id)
+    if family is not None and module is not None:
+        return family, module
+    if family is not None and family.module in _unavailable:
+        raise ValueError(f"{env_id} is one of aiopool's {family.title} envs, which are "
+                         f"unavailable here: {_unavailable[family.module]}")
     ids = list_envs()
     close = difflib.get_close_matches(env_id, ids, n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -103,7 +93,7 @@ def list_envs() -> list[str]:
 def unavailable_families() -> dict[str, str]:
     """Env families this build cannot make (such as Atari when built without ALE), and why."""
     _modules()
-    return {_FAMILIES[name]: why for name, why in _unavailable.items()}
+    return {f.title: _unavailable[f.module] for f in FAMILIES if f.module in _unavailable}
 
 
 def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | None = None,
@@ -192,7 +182,7 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
         raise TypeError("num_workers, restart, step_timeout and info_keys apply to the process "
                         f"backend; {env_id} runs on native threads (backend='processes' runs "
                         "gymnasium's implementation in worker processes)")
-    module = _module_for(env_id)
+    family, module = _native_for(env_id)
     batch_size = num_envs if batch_size is None else batch_size
     if batch_size > num_envs:
         raise ValueError(f"batch_size ({batch_size}) must not exceed num_envs ({num_envs})")
@@ -218,17 +208,16 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
         env_id, numbers, strings, ranges, num_envs, batch_size, num_threads, autoreset,
         int(worker_spin_us * 1000), -1 if max_episode_steps is None else max_episode_steps,
         max_spinners))
-    spec = EnvSpec.from_native(env_id, native.spec, config)
+    spec = EnvSpec.from_native(env_id, native.spec, config, family=family.name,
+                               finite_actions=family.finite_actions)
     return Pool(native, spec, seed=seed, autoreset=autoreset, recv_spin_us=recv_spin_us)
 
 
 def _is_native(env_id: str) -> bool:
     """Whether a native module registers ``env_id``, or it is not gymnasium's either (so
-    ``_module_for`` explains what is wrong: a typo, or a family this build lacks)."""
-    if any(env_id in module.list_envs() for module in _modules()):
-        return True
-    family = _family_of(env_id)
-    if family in _unavailable:
+    ``_native_for`` explains what is wrong: a typo, or a family this build lacks)."""
+    family, module = _lookup(env_id)
+    if module is not None or (family is not None and family.module in _unavailable):
         return True
     return env_id not in gym.registry
 

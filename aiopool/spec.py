@@ -29,6 +29,11 @@ class EnvSpec:
         max_episode_steps: gymnasium's time limit (0: none).
         info: family extras present in ``batch.info``.
         config: the env's constructor kwargs, defaults overridden by the ones given to make().
+        family: the native env family (``"classic_control"``, ``"mujoco"``, ``"atari"``:
+            ``aiopool/_native/families.py``); None for envs that are not aiopool's own (the
+            process backend's gymnasium envs and factories).
+        finite_actions: whether ``send`` rejects NaN and inf in continuous actions. False for
+            families whose simulator takes them as gymnasium passes them (MuJoCo).
     """
 
     id: str
@@ -37,9 +42,12 @@ class EnvSpec:
     max_episode_steps: int
     info: tuple[InfoField, ...] = ()
     config: dict[str, Any] = field(default_factory=dict)
+    family: str | None = None
+    finite_actions: bool = True
 
     @classmethod
-    def from_native(cls, env_id: str, native: dict[str, Any], config: dict[str, Any]) -> EnvSpec:
+    def from_native(cls, env_id: str, native: dict[str, Any], config: dict[str, Any], *,
+                    family: str, finite_actions: bool) -> EnvSpec:
         return cls(
             id=env_id,
             observation_space=_space(native["observation_space"]),  # type: ignore[arg-type,unused-ignore]
@@ -47,6 +55,8 @@ class EnvSpec:
             max_episode_steps=int(native["max_episode_steps"]),
             info=tuple(InfoField(n, np.dtype(d), tuple(s)) for n, d, s in native["info"]),
             config=dict(config),
+            family=family,
+            finite_actions=finite_actions,
         )
 
 

@@ -53,7 +53,9 @@ import numpy as np
 from _machine import busy_neighbour, load_text, machine_info
 
 import aiopool
-from aiopool.registry import MUJOCO_IDS, MUJOCO_VERSION
+from aiopool import registry
+from aiopool._native import families
+from aiopool._native.families import MUJOCO_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT_SOURCE = ROOT / "benchmarks" / "env_limit.cc"
@@ -91,7 +93,7 @@ UNITS = {"M": 1e6, "k": 1e3}
 def family(env_id: str) -> Family:
     if atari_rom(env_id) is not None:
         return ATARI
-    return MUJOCO if env_id in MUJOCO_IDS else CLASSIC
+    return MUJOCO if registry.family_of(env_id) is families.MUJOCO else CLASSIC
 
 
 # -- what is measured ---------------------------------------------------------------------
@@ -391,7 +393,7 @@ def build_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
         return build_atari_limit(env_id)
     if shutil.which("g++") is None:
         return None, "g++ not found"
-    if env_id in MUJOCO_IDS:
+    if registry.family_of(env_id) is families.MUJOCO:
         return build_mujoco_limit(env_id, out_dir)
     if not LIMIT_SOURCE.exists():
         return None, f"{LIMIT_SOURCE} is missing"
@@ -457,9 +459,7 @@ ATARI_LIMIT_TARGET = "atari_limit"
 
 def atari_rom(env_id: str) -> str | None:
     """The ale-py ROM id of an aiopool Atari env id (``"Pong-v5"`` -> ``"pong"``), else None."""
-    from aiopool import registry
-
-    if registry._family_of(env_id) != "_atari" or env_id not in aiopool.list_envs():
+    if registry.family_of(env_id) is not families.ATARI or env_id not in aiopool.list_envs():
         return None
     keys, _ = registry._module_for(env_id).env_config(env_id)
     return str(dict((k, d) for k, _, d in keys)["rom_path"]).removesuffix(".bin")

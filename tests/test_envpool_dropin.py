@@ -18,6 +18,7 @@ import pytest
 
 import aiopool
 import aiopool.envpool as ours
+from aiopool._native.families import ATARI
 
 HAVE_ENVPOOL = importlib.util.find_spec("envpool") is not None
 needs_envpool = pytest.mark.skipif(not HAVE_ENVPOOL, reason="EnvPool is not installed "
@@ -156,7 +157,7 @@ def test_list_all_envs_and_make_spec_match_envpool() -> None:
     envpool = real()
     listed = ours.list_all_envs()
     assert set(listed) <= set(envpool.list_all_envs())
-    atari = [i for i in listed if i.endswith("-v5") and i not in aiopool.registry.MUJOCO_IDS]
+    atari = [i for i in listed if aiopool.registry.family_of(i) is ATARI]
     assert len(atari) == 104 and "TicTacToe3d-v5" in atari  # every EnvPool Atari game
     assert {"CartPole-v1", "phys2d/CartPole-v1", "Acrobot-v1", "Ant-v5", "Pusher-v5"} <= set(
         listed)
@@ -518,9 +519,9 @@ def test_gymnasium_wrappers_take_it_as_envpools_does() -> None:
 @pytest.mark.parametrize("backend", ["aiopool", "envpool"])
 def test_cleanrl_ppo_atari_envpool_logs_game_over_episodes(
         backend: str, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="needs torch: pip install -e '.[test]'")
     if backend == "envpool" and not HAVE_ENVPOOL:
-        pytest.skip("EnvPool is not installed")
+        pytest.skip("needs EnvPool: pip install -e '.[test]'")
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
     import ppo_atari_envpool as ppo
 

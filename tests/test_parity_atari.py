@@ -18,6 +18,7 @@ import pytest
 
 import aiopool
 from aiopool import registry
+from aiopool._native.families import ATARI
 
 ale_py = pytest.importorskip("ale_py")
 from ale_py.vector_env import AtariVectorEnv  # noqa: E402
@@ -194,7 +195,7 @@ async def test_unseeded_reset_continues_the_stream() -> None:
 def test_ids_are_gymnasiums_ale_v5_names() -> None:
     import gymnasium as gym
 
-    ids = {i for i in aiopool.list_envs() if registry._family_of(i) == "_atari"}
+    ids = {i for i in aiopool.list_envs() if registry.family_of(i) is ATARI}
     gym.register_envs(ale_py)
     expected = {k.removeprefix("ALE/") for k in gym.registry if k.startswith("ALE/") and
                 k.endswith("-v5")}
@@ -211,7 +212,7 @@ def test_a_sample_of_roms_load_and_step(env_id: str) -> None:
 
 @pytest.mark.slow
 def test_every_rom_loads_and_steps() -> None:
-    ids = [i for i in aiopool.list_envs() if registry._family_of(i) == "_atari"]
+    ids = [i for i in aiopool.list_envs() if registry.family_of(i) is ATARI]
     for env_id in ids:  # ~0.3 s each, mostly ALE loading the ROM on both sides
         _compare(env_id, 8, num_envs=1, seed=0, noop_max=3)
 

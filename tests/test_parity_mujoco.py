@@ -11,6 +11,7 @@ simulator state itself is compared too.
 
 from __future__ import annotations
 
+import importlib.metadata
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,12 +22,12 @@ import numpy.typing as npt
 import pytest
 
 import aiopool
-from aiopool.registry import MUJOCO_IDS
+from aiopool._native.families import MUJOCO
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
               pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")]
 
-ALL = sorted(MUJOCO_IDS)
+ALL = sorted(MUJOCO.ids)
 
 # Non-default values of (nearly) every constructor kwarg of each env.
 KWARGS: dict[str, dict[str, Any]] = {
@@ -325,9 +326,10 @@ def test_specs_match_gymnasium() -> None:
 def test_wrong_mujoco_version_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from aiopool import registry
 
-    monkeypatch.setattr(registry.importlib.metadata, "version", lambda name: "4.0.1")
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "4.0.1")
+    assert MUJOCO.preload is not None
     with pytest.raises(ImportError, match=r"built against mujoco-core==4\.0\.0, found 4\.0\.1"):
-        registry._preload_mujoco()
+        MUJOCO.preload()
     monkeypatch.setattr(registry, "_unavailable", {"_mujoco": "the reason"})
     monkeypatch.setattr(registry, "_loaded", {"_core": registry._core})
     with pytest.raises(ValueError, match="Ant-v5 is one of aiopool's MuJoCo envs, which are "

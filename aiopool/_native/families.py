@@ -1,0 +1,101 @@
+"""The native env families: each one's extension module, its ids and what the rest asks of it.
+
+A family is one extension module in ``aiopool._native`` (``_core``, ``_mujoco``, ``_atari``)
+and its env headers in ``envs/<name>/``. registry.py loads the modules of ``FAMILIES``
+in order and lists what each registers; the rest of aiopool asks a pool's ``EnvSpec``
+(``spec.family``, ``spec.finite_actions``) or ``registry.family_of(env_id)``, never an id list.
+
+Adding a family: its headers, its ``<name>_module.cc`` and CMake target, a ``NativeFamily``
+here with its line in ``FAMILIES``, and its tests. Nothing else names families.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.metadata
+import importlib.util
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NativeFamily:
+    """One native env family, as the registry and the specs of its pools see it.
+
+    Attributes:
+        name: its short name, as pools' ``spec.family`` gives it; its headers are in
+            ``envs/<name>/`` (``_core`` also holds ``envs/testing/``: Counting-v0).
+        title: how messages and ``registry.unavailable_families()`` name it ("MuJoCo").
+        module: its extension module in ``aiopool._native``.
+        ids: the ids it registers, known without importing the module, so that an id of a
+            family this build cannot load gets "unavailable here: why", not "unknown env id".
+        pattern: or a pattern (``re.fullmatch``) its ids match, for a family too large to list.
+            Listed ids win over patterns: ``Ant-v5`` is MuJoCo's though it looks like a game.
+        finite_actions: whether ``send`` rejects NaN and inf in continuous actions. False: they
+            go to the simulator, as gymnasium passes them (MuJoCo zeroes them and warns). The
+            C++ env spec enforces it (``EnvSpec::finite_actions``, env.h); tests/test_registry.py
+            checks that the two agree for every env.
+        preload: run before the import; raises ImportError saying what is missing.
+        not_built: why the module is missing when the build left it out on purpose.
+    """
+
+    name: str
+    title: str
+    module: str
+    ids: frozenset[str] = frozenset()
+    pattern: str | None = None
+    finite_actions: bool = True
+    preload: Callable[[], None] | None = None
+    not_built: str | None = None
+
+    def matches(self, env_id: str) -> bool:
+        """Whether ``env_id`` matches this family's pattern (its listed ids aside)."""
+        return self.pattern is not None and re.fullmatch(self.pattern, env_id) is not None
+
+
+# The envs that need no simulator (core_module.cc); the engine lives in the same module and is
+# imported by the registry directly, so nothing needs declaring for "unavailable here".
+CLASSIC_CONTROL = NativeFamily(name="classic_control", title="classic control", module="_core")
+
+
+MUJOCO_VERSION = "4.0.0"  # the libmujoco the _mujoco module is linked against, exactly
+
+
+def _preload_mujoco() -> None:
+    """Check the installed MuJoCo is the exact build _mujoco links, and load its library."""
+    try:
+        found = importlib.metadata.version("mujoco-core")
+    except importlib.metadata.PackageNotFoundError:
+        found = None
+    if found != MUJOCO_VERSION:
+        raise ImportError(f"aiopool's MuJoCo envs are built against mujoco-core=={MUJOCO_VERSION}, "
+                          f"found {found or 'none'}; pip install mujoco-core=={MUJOCO_VERSION}")
+    spec = importlib.util.find_spec("mujoco")
+    if spec is not None and spec.submodule_search_locations:
+        # The module's RUNPATH finds it in an installed tree; this covers other layouts.
+        lib = os.path.join(spec.submodule_search_locations[0], f"libmujoco.so.{MUJOCO_VERSION}")
+        if os.path.exists(lib):
+            ctypes.CDLL(lib)
+
+
+MUJOCO = NativeFamily(
+    name="mujoco", title="MuJoCo", module="_mujoco",
+    ids=frozenset(f"{name}-v5" for name in (
+        "Ant", "HalfCheetah", "Hopper", "Walker2d", "Humanoid", "HumanoidStandup",
+        "InvertedPendulum", "InvertedDoublePendulum", "Reacher", "Swimmer", "Pusher")),
+    finite_actions=False, preload=_preload_mujoco)
+
+
+ATARI = NativeFamily(
+    name="atari", title="Atari", module="_atari",
+    pattern=r"[A-Z][A-Za-z0-9]*-v5",  # gymnasium's ALE/<Game>-v5 without "ALE/"
+    not_built="this aiopool was built without ALE (-DAIOPOOL_WITH_ALE=OFF, or the build could "
+              "not fetch the ale-py 0.12.1 sdist; its log says why). Reinstall with access to "
+              "PyPI, or pass an unpacked sdist: pip install -e . "
+              "-Ccmake.define.ALE_SOURCE_DIR=/path/to/ale_py-0.12.1")
+
+
+# The order in which the registry searches the modules and aiopool.list_envs() lists their ids.
+FAMILIES: tuple[NativeFamily, ...] = (CLASSIC_CONTROL, MUJOCO, ATARI)
