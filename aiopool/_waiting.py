@@ -7,6 +7,12 @@ waiting futures in FIFO order until either runs out; it must tolerate finding no
 path may have taken the batch first). While futures still wait it re-arms and re-checks, so a
 batch published between the check and the arm is never missed.
 
+Each waiter parks with its holder (its task): a batch is handed out to that holder the moment
+it is set on the future (``hand_out``), so a batch on its way to a waiter still counts as one
+that may be sent back. A fault that ``take`` raises (an env error, a dead worker of a
+process-backed pool) is handed to the first waiter the same way, and then ``stranded`` checks
+whether the waiters left can still be served.
+
 Loop changes: the reader is registered on the loop of the first wait; a wait from another loop
 moves it (the old loop's futures are dropped: their loop is gone or no longer waits here).
 """
@@ -21,45 +27,66 @@ from collections.abc import Callable
 from typing import Any
 
 from .batch import Batch
+from .errors import NothingInFlight, PoolClosed
+
+Item = Batch | BaseException  # what a waiter gets, and what goes back to the queue
 
 
 class Doorbell:
     """Waiting futures of one pool, and its eventfd reader on one loop at a time."""
 
     def __init__(self, native: Any, take: Callable[[], Batch | None],
-                 push_back: Callable[[Batch], None]) -> None:
+                 push_back: Callable[[Item], None],
+                 hand_out: Callable[[Batch, object], None],
+                 give_back: Callable[[Batch], None],
+                 stranded: Callable[[], None]) -> None:
         self._native = native
         self._fd: int = native.fileno()
         self._take = take
         self._push_back = push_back
+        self._hand_out = hand_out
+        self._un_hand_out = give_back
+        self._stranded = stranded
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiters: deque[asyncio.Future[Batch]] = deque()
+        self._waiters: deque[tuple[asyncio.Future[Batch], object]] = deque()
 
     @property
     def num_waiting(self) -> int:
-        return sum(1 for f in self._waiters if not f.done())
+        return sum(1 for f, _ in self._waiters if not f.done())
 
-    async def wait(self) -> Batch:
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        return self._loop
+
+    def parked(self) -> set[object]:
+        """The holders whose receives are parked here (their futures not yet set)."""
+        return {holder for f, holder in self._waiters if not f.done()}
+
+    async def wait(self, holder: object) -> Batch:
         """Wait for the next batch in FIFO order with other waiters of this pool.
 
-        Cancellation: a batch already handed to this waiter goes back to the front of the
-        pool's queue, so nothing is lost.
+        Cancellation: a batch (or a fault with its batch) already handed to this waiter goes
+        back to the front of the pool's queue, so nothing is lost.
         """
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
             self._move_to(loop)
         fut: asyncio.Future[Batch] = loop.create_future()
-        self._waiters.append(fut)
+        self._waiters.append((fut, holder))
         self._native.arm()
         self._dispatch()
         try:
             return await fut
         except BaseException:
-            if fut.done() and not fut.cancelled() and fut.exception() is None:
-                self.give_back(fut.result())
+            if fut.done() and not fut.cancelled():
+                exc = fut.exception()
+                if exc is None:
+                    self.give_back(fut.result())
+                elif not isinstance(exc, NothingInFlight | PoolClosed):
+                    self.give_back(exc)  # an env's error or a death: delivered later, not lost
             else:
                 with contextlib.suppress(ValueError):
-                    self._waiters.remove(fut)
+                    self._waiters.remove((fut, holder))
             raise
 
     def serve(self) -> int:
@@ -70,11 +97,22 @@ class Doorbell:
         self._dispatch()
         return self.num_waiting
 
-    def give_back(self, batch: Batch) -> None:
-        """Put a batch a cancelled receiver already held back at the front of the queue, and
-        hand it to the next waiter at once (the eventfd only rings for native blocks)."""
-        self._push_back(batch)
+    def give_back(self, item: Item) -> None:
+        """Put a batch (or a fault) a cancelled receiver already held back at the front of the
+        queue, and hand it to the next waiter at once (the eventfd only rings for native
+        blocks)."""
+        batch = item if isinstance(item, Batch) else getattr(item, "batch", None)
+        if isinstance(batch, Batch):
+            self._un_hand_out(batch)
+        self._push_back(item)
         self._dispatch()
+
+    def fail_parked(self, exc: Callable[[], BaseException]) -> None:
+        """Fail every parked waiter with a fresh ``exc()`` (no batch can come for them)."""
+        while self._waiters:
+            fut, _ = self._waiters.popleft()
+            if not fut.done() and not fut.get_loop().is_closed():
+                fut.set_exception(exc())
 
     def _move_to(self, loop: asyncio.AbstractEventLoop) -> None:
         self.detach()
@@ -84,22 +122,31 @@ class Doorbell:
     def _dispatch(self) -> None:
         self._native.drain()
         waiters = self._waiters
+        faulted = False
         while waiters:
-            while waiters and waiters[0].done():
+            while waiters and waiters[0][0].done():
                 waiters.popleft()
             if not waiters:
-                return
+                break
             try:
                 batch = self._take()
                 if batch is None:
                     self._native.arm()
                     batch = self._take()  # re-check after arming: the Dekker half on our side
             except Exception as e:  # an env or worker fault of a process-backed pool
-                waiters.popleft().set_exception(e)
+                fut, holder = waiters.popleft()
+                if isinstance(getattr(e, "batch", None), Batch):
+                    self._hand_out(e.batch, holder)  # type: ignore[attr-defined]
+                fut.set_exception(e)
+                faulted = True
                 continue
             if batch is None:
-                return
-            waiters.popleft().set_result(batch)
+                break
+            fut, holder = waiters.popleft()
+            self._hand_out(batch, holder)
+            fut.set_result(batch)
+        if faulted and waiters:
+            self._stranded()  # a death may have taken the steps the others waited for
 
     def detach(self) -> None:
         """Remove the reader (before the fd closes: asyncio loses a reused fd otherwise)."""
@@ -111,7 +158,7 @@ class Doorbell:
     def fail_all(self, exc: BaseException) -> None:
         """Fail every waiting future with ``exc`` (on close)."""
         while self._waiters:
-            fut = self._waiters.popleft()
+            fut, _ = self._waiters.popleft()
             if not fut.done() and not fut.get_loop().is_closed():
                 fut.set_exception(exc)
 

@@ -4,6 +4,10 @@ Lifetime: the arrays of a batch share one owner in C++. The block goes back to t
 list only when the last array of the batch is dropped, so a batch you keep (a replay buffer,
 another task) is never overwritten, even after the pool is closed. Arrays are read-only;
 ``np.array(batch.obs)`` makes a writeable copy.
+
+Holding: from the moment a receive hands a batch to a task until its actions are sent
+(``send``), it is released (``release()``) or the Batch object is dropped, the pool counts its
+envs as ones that task may still send, so other receivers wait for them (see ``Pool.recv``).
 """
 
 from __future__ import annotations
@@ -38,8 +42,8 @@ class Batch:
         >>> batch.send(policy(batch.obs))        # the same as pool.send(actions, batch.env_id)
     """
 
-    __slots__ = ("_fields", "_handle", "_info", "_names", "_pool", "env_id", "obs", "reward",
-                 "terminated", "truncated")
+    __slots__ = ("_fields", "_handle", "_info", "_names", "_pool", "_token", "env_id", "obs",
+                 "reward", "terminated", "truncated")
 
     def __init__(self, arrays: tuple[Any, ...], names: tuple[str, ...],
                  pool: weakref.ReferenceType[Pool]) -> None:
@@ -50,6 +54,7 @@ class Batch:
         self._names = names
         self._info: dict[str, Any] | None = None
         self._pool = pool
+        self._token = 0  # while handed out and not sent: the pool's count of held rows
 
     def fields(self) -> tuple[npt.NDArray[Any], ...]:
         """Every field of the batch, in the native layout's order (see ``Pool.field_names``)."""
@@ -87,7 +92,24 @@ class Batch:
             from .errors import PoolClosed
 
             raise PoolClosed("the pool of this batch no longer exists")
-        pool.send(actions, self.env_id)
+        pool._send_batch(actions, self)
+
+    def release(self) -> None:
+        """Say that this task will not send this batch's actions (it keeps the arrays).
+
+        Receivers of other tasks then stop waiting for these envs: one that no other batch
+        can serve gets ``NothingInFlight`` instead of waiting. Dropping the batch does the
+        same. The envs stay idle; ``pool.send`` to them later is fine.
+        """
+        if self._token:
+            token, self._token = self._token, 0
+            pool = self._pool()
+            if pool is not None:
+                pool._holders.release(token)
+
+    def __del__(self) -> None:
+        if self._token:
+            self.release()
 
     @classmethod
     def sorted_concat(cls, batches: list[Batch]) -> Batch:

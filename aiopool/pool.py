@@ -29,7 +29,8 @@ import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 
-from ._waiting import Doorbell
+from ._holders import Holders, call_soon_weakly, current_holder, weak_call
+from ._waiting import Doorbell, Item
 from .batch import Batch
 from .errors import EnvError, NothingInFlight, PoolClosed
 from .spec import EnvSpec
@@ -38,6 +39,7 @@ _YIELD_EVERY = 8
 _YIELD_AFTER_NS = 1_000_000
 _SPIN_GIVE_UP = 8
 _SPIN_PROBE_EVERY = 64
+_SYNC_SLICE = 0.1  # recv_blocking re-checks that a batch can still come this often (s)
 
 
 class PoolState(enum.Enum):
@@ -69,7 +71,11 @@ class Pool:
         self._names = tuple(native.field_names)
         self._all_ids = _all_ids_of(native)
         self._weak = weakref.ref(self)
-        self._returned: deque[Batch] = deque()
+        self._returned: deque[Item] = deque()  # given back by cancelled receivers
+        self._holders = Holders()
+        self._holders.on_release = weak_call(weakref.WeakMethod(self._schedule_check))
+        self._sync_parked: dict[object, int] = {}  # threads waiting in recv_blocking
+        self._check_pending = False
         self._spin_ns = int(recv_spin_us * 1000)
         self._spin_misses = 0  # consecutive waits whose spin found nothing (or were skipped)
         self._streak = 0
@@ -82,7 +88,9 @@ class Pool:
         self._max_seed: int = int(native.spec.get("max_seed", -1))
         # The doorbell and the finaliser must not reach `self`, or the pool is never collected.
         self._take = _taker(native, self._returned, self._names, self._weak)
-        self._doorbell = Doorbell(native, self._take, self._returned.appendleft)
+        self._doorbell = Doorbell(native, self._take, self._returned.appendleft,
+                                  _hander(self._holders), _un_hander(self._holders),
+                                  weak_call(weakref.WeakMethod(self._fail_stranded)))
         self._stage_seeds(self._all_ids, seed)
         self._finalizer = weakref.finalize(self, _release, native, self._doorbell)
         _LIVE.add(self)
@@ -138,6 +146,11 @@ class Pool:
                 pool is unchanged and stays usable.
             PoolClosed: the pool is closed.
         """
+        self._send(actions, env_ids)
+        if self._holders.rows:
+            self._holders.sent_ids(env_ids)
+
+    def _send(self, actions: npt.ArrayLike, env_ids: npt.ArrayLike | None) -> None:
         if self._state is not PoolState.OPEN:
             self._check_open()
         ids = self._all_ids if env_ids is None else env_ids
@@ -149,6 +162,13 @@ class Pool:
             checked = self._all_ids if env_ids is None else self._as_ids(env_ids)
             self._native.send(self._as_actions(actions, len(checked)), checked)
 
+    def _send_batch(self, actions: npt.ArrayLike, batch: Batch) -> None:
+        """``batch.send``: the batch's rows are no longer held by anyone."""
+        self._send(actions, batch.env_id)
+        if batch._token:
+            self._holders.sent(batch._token)
+            batch._token = 0
+
     # -- receiving ------------------------------------------------------------------------
 
     def try_recv(self) -> Batch | None:
@@ -157,26 +177,49 @@ class Pool:
         self._check_open()
         if self._doorbell.serve():
             return None
-        return self._take()
+        holder = current_holder()
+        try:
+            batch = self._take()
+        except EnvError as e:
+            self._hand_out(e.batch, holder)
+            raise
+        if batch is not None:
+            self._hand_out(batch, holder)
+        return batch
 
     async def recv(self, timeout: float | None = None) -> Batch:
         """The next ``batch_size`` env steps to finish.
 
+        A receiver waits while a batch can still come for it: env steps in flight, batches
+        given back by cancelled receivers, or batches another task (or thread) holds and may
+        still send. Batches its own task holds do not count (they cannot come back while it
+        waits), nor do those of tasks parked in a receive themselves. A batch stops being held
+        when its actions are sent, when it is released (``batch.release()``) or dropped, or
+        when its task ends by an exception or cancellation. Any number of consumers may share
+        a pool, whatever ``num_envs / batch_size`` is.
+
         Raises:
             TimeoutError: nothing arrived within ``timeout`` seconds.
-            NothingInFlight: too few actions are in flight to ever fill a batch (raised at
-                once instead of hanging).
+            NothingInFlight: no batch can ever come for this receiver (raised at once instead
+                of hanging; a parked receiver gets it as soon as that becomes true).
             PoolClosed: the pool is closed, before or while waiting.
 
-        Cancellation: nothing is lost. A batch already claimed for a cancelled ``recv``
-        goes back to the front of the queue and the next ``recv`` gets it.
+        Cancellation: nothing is lost. A batch already claimed for a cancelled ``recv`` (or
+        an env's error or a worker's death already handed to it) goes back to the front of
+        the queue and the next ``recv`` gets it.
         """
         self._check_open()
         if timeout is not None:
             timeout = _finite_or_none(timeout)
         self._streak += 1
-        batch = self._take_in_turn(timeout)
+        holder = current_holder()
+        try:
+            batch = self._take_in_turn(timeout, holder)
+        except EnvError as e:
+            self._hand_out(e.batch, holder)
+            raise
         if batch is not None:
+            self._hand_out(batch, holder)
             if self._streak >= _YIELD_EVERY or (
                     time.perf_counter_ns() - self._last_yield > _YIELD_AFTER_NS):
                 # Yield with the batch in hand, so receivers are still served in call order.
@@ -192,16 +235,17 @@ class Pool:
         self._streak = 0
         self._last_yield = time.perf_counter_ns()
         if timeout is None:
-            return await self._doorbell.wait()
+            return await self._doorbell.wait(holder)
         async with asyncio.timeout(timeout):
-            return await self._doorbell.wait()
+            return await self._doorbell.wait(holder)
 
     async def stream(self) -> AsyncIterator[Batch]:
         """Receive batches forever; ends when the pool closes (at once if it is closed).
 
         Resets every env first if the pool was never reset. Send each batch's actions
         (``batch.send(...)``) before asking for the next one, or the stream runs dry and
-        ``recv`` raises ``NothingInFlight``.
+        ``recv`` raises ``NothingInFlight``. Several streams may share a pool: each waits for
+        the batches the others hold and may still send (the rule of ``recv``).
 
         Cancellation: as ``recv``; a batch received but not yet yielded goes back to the queue.
         """
@@ -240,7 +284,9 @@ class Pool:
             ids = received[0].env_id
             if bool((ids[1:] > ids[:-1]).all()):  # rows already in env_id order: no copy
                 return received[0]
-        return Batch.sorted_concat(received)
+        out = Batch.sorted_concat(received)
+        self._hand_out(out, current_holder())  # before the parts are dropped
+        return out
 
     def recv_blocking(self, timeout: float | None = None) -> Batch:
         """``recv`` for sync code: waits in C++ with the GIL released.
@@ -258,20 +304,40 @@ class Pool:
         elif self._helping:
             self._native.help()
             self._check_open()  # closed meanwhile: PoolClosed, not a batch it finished
-        batch = self._take_in_turn(timeout)
-        if batch is not None:
-            return batch
+        holder = current_holder()
+        try:
+            batch = self._take_in_turn(timeout, holder)
+            if batch is None:
+                batch = self._wait_blocking(timeout, holder)
+        except EnvError as e:
+            self._hand_out(e.batch, holder)
+            raise
+        self._hand_out(batch, holder)
+        return batch
+
+    def _wait_blocking(self, timeout: float | None, holder: object) -> Batch:
+        """recv_blocking's last rung: wait in C++ in slices, checking between them that a
+        batch can still come (other holders may drop theirs meanwhile)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            remaining = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
-            self._native.wait(remaining)
-            self._check_open()
-            if not self._doorbell.serve():
-                batch = self._take()
-                if batch is not None:
-                    return batch
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"no batch arrived within {timeout} s")
+        parked = self._sync_parked
+        parked[holder] = parked.get(holder, 0) + 1
+        try:
+            while True:
+                remaining = _SYNC_SLICE if deadline is None else max(
+                    0.0, min(_SYNC_SLICE, deadline - time.monotonic()))
+                self._native.wait(remaining)
+                self._check_open()
+                if not self._doorbell.serve():
+                    batch = self._take()
+                    if batch is not None:
+                        return batch
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"no batch arrived within {timeout} s")
+                self._check_can_complete(holder, parked_self=True)
+        finally:
+            parked[holder] -= 1
+            if not parked[holder]:
+                del parked[holder]
 
     def flush(self, timeout: float | None = None) -> int:
         """Hand out a partly filled batch: the rows finished since the last full one.
@@ -321,17 +387,28 @@ class Pool:
         self._native.caller_helps = on
         self._helping = on
 
-    def _take_in_turn(self, timeout: float | None) -> Batch | None:
+    def _take_in_turn(self, timeout: float | None, holder: object) -> Batch | None:
         """The ladder's first rungs, in turn with receivers already parked: serve those first
         (FIFO), then take a ready batch; else raise NothingInFlight if none can come for this
-        caller, else spin (only if nobody is parked: what the spin catches is theirs)."""
+        caller, else spin (for itself if nobody is parked; else what it catches is theirs)."""
         waiting = self._doorbell.serve()
         if not waiting:
             batch = self._take()
             if batch is not None:
                 return batch
-        self._check_can_complete(waiting)
-        return None if waiting else self._spin(timeout)
+        self._check_can_complete(holder)
+        if not waiting:
+            return self._spin(timeout)
+        # Spin for the receivers parked ahead: what it catches goes to the first of them at
+        # once, without the eventfd's wake-up (more consumers than batches take turns so).
+        batch = self._spin(timeout)
+        if batch is not None:
+            self._doorbell.give_back(batch)
+        return None
+
+    def _hand_out(self, batch: Any, holder: object) -> None:
+        if isinstance(batch, Batch):
+            batch._token = self._holders.hand_out(batch.env_id, holder)
 
     def _spin(self, timeout: float | None) -> Batch | None:
         """Busy-poll for a batch for up to recv_spin_us (and the timeout), adaptively."""
@@ -402,25 +479,73 @@ class Pool:
                 "this pool was created before os.fork(); its worker threads live only in the "
                 "parent process. Make a new pool in the child.")
 
-    def _check_can_complete(self, waiters: int) -> None:
-        """Raise NothingInFlight unless a batch will come for this receiver after ``waiters``
-        parked ones. Exact: rows fill blocks in claim order, so of the rows sent and not yet
-        taken (counted on this thread only), every whole ``batch_size`` of them will be a
-        batch, and the rest wait for more sends."""
-        untaken = self._native.rows_in_flight
-        coming = len(self._returned) + untaken // self.batch_size
-        if coming > waiters:
+    def _parked(self) -> set[object]:
+        """Holders waiting in a receive now: their batches cannot be sent meanwhile."""
+        parked = self._doorbell.parked()
+        if self._sync_parked:
+            parked.update(self._sync_parked)
+        return parked
+
+    def _rows_coming(self, parked: set[object]) -> tuple[int, int]:
+        """(rows sent and not yet taken, rows held by holders not in ``parked``): rows fill
+        blocks in claim order, so every whole ``batch_size`` of their sum can still be a
+        batch (the rows in flight are counted on this thread only)."""
+        held = self._holders.held_by_others(parked).get(0, 0) if self._holders.rows else 0
+        return int(self._native.rows_in_flight), held
+
+    def _check_can_complete(self, holder: object, parked_self: bool = False) -> None:
+        """Raise NothingInFlight unless a batch can still come: one given back, or one that
+        rows in flight and rows other (not parked) holders may send can fill. Parked
+        receivers ahead do not matter: what they get, they may send back."""
+        if self._returned:
             return
-        missing = self.batch_size * (waiters + 1 - len(self._returned)) - untaken
-        raise NothingInFlight(
-            f"recv() would wait forever: {untaken} env steps are in flight "
-            f"({waiters} other receivers waiting) and batch_size is {self.batch_size}; "
-            f"send actions (or async_reset) for at least {missing} more envs first")
+        parked = self._parked()
+        parked.add(holder)
+        untaken, held = self._rows_coming(parked)
+        if untaken + held >= self.batch_size:
+            return
+        raise NothingInFlight(self._nothing_message(untaken, held, len(parked) - 1))
+
+    def _nothing_message(self, untaken: int, held: int, others: int) -> str:
+        missing = self.batch_size - untaken - held
+        return (f"recv() would wait forever: {untaken} env steps are in flight, other tasks "
+                f"hold {held} rows they may still send ({others} other receivers waiting), "
+                f"and batch_size is {self.batch_size}; send actions (or async_reset) for at "
+                f"least {missing} more envs first")
+
+    def _fail_stranded(self) -> None:
+        """Every parked receiver gets NothingInFlight if no batch can come any more."""
+        if self._state is not PoolState.OPEN or self._returned:
+            return
+        parked = self._doorbell.parked()
+        if not parked:
+            return
+        if self._sync_parked:
+            parked.update(self._sync_parked)
+        untaken, held = self._rows_coming(parked)
+        if untaken + held < self.batch_size:
+            msg = self._nothing_message(untaken, held, len(parked) - 1)
+            self._doorbell.fail_parked(lambda: NothingInFlight(msg))
+
+    def _schedule_check(self) -> None:
+        """Held rows went away (a batch dropped or released, a task ended): check the parked
+        receivers soon, on their loop (this may run in a finaliser, on any thread)."""
+        loop = self._doorbell.loop
+        if (loop is None or self._check_pending or self._state is not PoolState.OPEN
+                or not self._doorbell.num_waiting):  # a later receiver checks for itself
+            return
+        self._check_pending = call_soon_weakly(loop, self._check_parked)
+
+    def _check_parked(self) -> None:
+        self._check_pending = False
+        if self._state is PoolState.OPEN and self._doorbell.serve():
+            self._fail_stranded()
 
     def _check_not_given_back(self, env_ids: npt.ArrayLike) -> None:
         """A result a cancelled receiver gave back is still to be received: its env is not
         idle for the user yet, so a send to it is refused (cancelling changes nothing)."""
-        held = np.concatenate([b.env_id for b in self._returned])
+        held = np.concatenate([np.empty(0, np.int32)] + [
+            b.env_id for b in map(_batch_of, self._returned) if b is not None])
         ids = np.asarray(env_ids)
         if ids.dtype.kind not in "iu":
             return  # refused with a clearer message by the checks that follow
@@ -552,13 +677,16 @@ def int_seeds(seeds: list[int] | None, max_seed: int,
     return np.array([s if s < 2**63 else -1 for s in seeds], dtype=np.int64)
 
 
-def _taker(native: Any, returned: deque[Batch], names: tuple[str, ...],
+def _taker(native: Any, returned: deque[Item], names: tuple[str, ...],
            weak: weakref.ReferenceType[Pool]) -> Callable[..., Batch | None]:
     """take(spin_ns=0): a pushed-back batch first, then a ready block, else None."""
 
     def take(spin_ns: int = 0) -> Batch | None:
         if returned:
-            return returned.popleft()
+            item = returned.popleft()
+            if isinstance(item, BaseException):
+                raise item  # a fault a cancelled receiver was handed: the next one gets it
+            return item
         try:
             arrays = native.take(spin_ns)
         except EnvError as e:  # a process-backed pool's env raised: the batch rides along
@@ -569,6 +697,28 @@ def _taker(native: Any, returned: deque[Batch], names: tuple[str, ...],
         return Batch(arrays, names, weak)
 
     return take
+
+
+def _batch_of(item: Item) -> Batch | None:
+    """The batch of a queued item: a batch, or an env error's batch (a death has none)."""
+    batch = item if isinstance(item, Batch) else getattr(item, "batch", None)
+    return batch if isinstance(batch, Batch) else None
+
+
+def _hander(holders: Holders) -> Callable[[Batch, object], None]:
+    def hand_out(batch: Batch, holder: object) -> None:
+        batch._token = holders.hand_out(batch.env_id, holder)
+
+    return hand_out
+
+
+def _un_hander(holders: Holders) -> Callable[[Batch], None]:
+    def give_back(batch: Batch) -> None:
+        if batch._token:
+            holders.give_back(batch._token)
+            batch._token = 0
+
+    return give_back
 
 
 def _all_ids_of(native: Any) -> npt.NDArray[np.int32]:

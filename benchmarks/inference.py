@@ -11,6 +11,10 @@ CartPole-shaped (float32 [32, 4]) and Pong-shaped (uint8 [32, 4, 84, 84]) reques
 - ``grpc-batcher``: ``DynamicBatcher(KServePolicy(...))``, one call per loop tick;
 - ``grpc-stub``: the least a client can do, for comparison: a bare grpcio stub, a protobuf
   ``ModelInferRequest`` built per call, the answer read with ``numpy.frombuffer``;
+- ``pool`` rows (``--pool-consumers``, default 2 and 8): a real ``CartPole-v1`` pool of 64
+  envs, batch 32, each consumer an ``async for batch in pool.stream()`` loop sending what a
+  shared ``DynamicBatcher`` of the same model answers: env-steps/s when more consumers share
+  the pool than it has batches (8 at 64/32 take turns with the batches 2 would hold);
 - ``triton``: ``tritonclient.grpc.aio``, run with the python of a venv that has it
   (``--triton-python``; by default the one ``tests/test_inference_server.py`` builds in
   ``.pytest_cache``: tritonclient's protos clash with mlserver's, so it never shares a venv).
@@ -209,6 +213,50 @@ async def measure(mode: str, shape: str, consumers: int, seconds: float,
             "lag_p99_us": float(np.percentile(lag, 99)), "lag_max_us": float(lag.max())}
 
 
+async def measure_pool(consumers: int, seconds: float) -> dict[str, Any]:
+    """Env-steps/s of ``consumers`` stream() loops sharing a 64/32 CartPole pool and one
+    DynamicBatcher (the README's actor loop)."""
+    import aiopool
+    from aiopool.inference import DynamicBatcher
+
+    fn = make_policy("cartpole")
+    policy = DynamicBatcher(lambda obs: fn(obs) % 2)
+    rows = 0
+    warm = time.perf_counter() + 0.2
+    stop = warm + seconds
+    started = 0.0
+    async with aiopool.make("CartPole-v1", num_envs=64, batch_size=32, seed=0) as pool:
+
+        async def actor() -> None:
+            nonlocal rows
+            try:
+                async for batch in pool.stream():
+                    now = time.perf_counter()
+                    if now >= stop:
+                        return  # drops its batch unsent: the others are told at once
+                    if now >= warm:
+                        rows += len(batch)
+                    batch.send(await policy(batch.obs))
+            except aiopool.NothingInFlight:
+                if time.perf_counter() < stop:
+                    raise
+
+        started = warm
+        await asyncio.gather(*(actor() for _ in range(consumers)))
+    await policy.aclose()
+    return {"rows_per_s": rows / (time.perf_counter() - started)}
+
+
+def run_pool_cell(consumers: int, seconds: float) -> dict[str, Any]:
+    code = ("import asyncio, json, sys; sys.path.insert(0, 'benchmarks'); import inference;"
+            f"print(json.dumps(asyncio.run(inference.measure_pool({consumers}, {seconds}))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    if out.returncode != 0:
+        raise RuntimeError(f"pool/{consumers} failed:\n{out.stderr[-2000:]}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
 def run_cell(mode: str, shape: str, consumers: int, seconds: float, target: str | None = None,
              python: str = sys.executable) -> dict[str, Any]:
     code = ("import asyncio, json, sys; sys.path.insert(0, 'benchmarks'); import inference;"
@@ -264,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--triton-python", default=None,
                    help=f"a python that can import tritonclient (default: {TRITON_VENV})")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    p.add_argument("--pool-consumers", default="2,8",
+                   help="consumers of the 64/32 CartPole pool rows ('' for none)")
     p.add_argument("--quick", action="store_true", help="1 repeat of 0.2 s, CartPole, 1 and 4")
     args = p.parse_args(argv)
     if args.quick:
@@ -289,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     for m, why in skipped.items():
         print(f"skipping {m}: {why}", file=sys.stderr)
     cells = [(m, s, c) for s in shapes for c in consumers for m in modes]
+    pool_consumers = [int(c) for c in args.pool_consumers.split(",") if c]
+    pool_runs: dict[int, list[float]] = {c: [] for c in pool_consumers}
     load = [os.getloadavg()]
     server: dict[str, Any] = {}
     results: dict[tuple[str, str, int], list[dict[str, Any]]] = {cell: [] for cell in cells}
@@ -301,6 +353,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"repeat {r + 1}/{args.repeats}, {k + 1}/{len(cells)}: {m} {s} {c}",
                       file=sys.stderr)
                 results[(m, s, c)].append(run_cell(m, s, c, args.seconds, target, python[m]))
+            for c in pool_consumers:
+                print(f"repeat {r + 1}/{args.repeats}: pool 64/32, {c} consumers",
+                      file=sys.stderr)
+                pool_runs[c].append(run_pool_cell(c, args.seconds)["rows_per_s"])
     load.append(os.getloadavg())
     keys = ("median_us", "p99_us", "req_per_s", "rows_per_s", "rows_per_forward",
             "lag_p99_us", "lag_max_us")
@@ -318,14 +374,25 @@ def main(argv: list[str] | None = None) -> int:
               f"{v['req_per_s']:.0f} | {v['rows_per_s']:.0f} | {v['rows_per_forward']:.0f} | "
               f"{v['lag_p99_us']:.0f} | {v['lag_max_us']:.0f} |")
     print()
+    pool_rows = {c: statistics.median(v) for c, v in pool_runs.items()}
+    if pool_rows:
+        print("| CartPole pool 64/32, stream() + DynamicBatcher | consumers | env-steps/s |")
+        print("|---|---|---|")
+        for c, v in pool_rows.items():
+            print(f"| | {c} | {v:.0f} |")
+        print()
     for line in summary(rows, shapes, consumers):
         print(line)
+    if 2 in pool_rows and 8 in pool_rows:
+        print(f"pool 64/32: 8 consumers / 2 consumers env-steps/s: "
+              f"{pool_rows[8] / pool_rows[2]:.2f}x")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "inference.json").write_text(json.dumps(
         {"load": load, "args": {k: str(v) for k, v in vars(args).items()},
          "server": server, "skipped": skipped,
          "cells": [{"mode": m, "shape": s, "consumers": c, **v} for (m, s, c), v in rows.items()],
-         "runs": {f"{m}/{s}/{c}": r for (m, s, c), r in results.items()}}, indent=1))
+         "runs": {f"{m}/{s}/{c}": r for (m, s, c), r in results.items()},
+         "pool": {"cells": pool_rows, "runs": pool_runs}}, indent=1))
     plot(rows, modes, shapes, consumers, args.out / "inference.png")
     print(f"\nwrote {args.out / 'inference.json'} and {args.out / 'inference.png'}")
     return 0

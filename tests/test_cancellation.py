@@ -118,7 +118,7 @@ async def test_a_batch_given_back_by_a_cancelled_receiver_goes_to_the_next_waite
         b_task = asyncio.create_task(pool.recv())
         while pool._doorbell.num_waiting < 2:
             await asyncio.sleep(0)
-        first = pool._doorbell._waiters[0]
+        first, _ = pool._doorbell._waiters[0]
         while not first.done():  # the reader callback hands the first block to A
             await asyncio.sleep(0)
         a.cancel()

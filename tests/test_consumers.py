@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import numpy as np
 import pytest
 from helpers import Ledger, counting
+
+import aiopool
 
 # The pool contract: each test runs on native threads and on worker processes.
 pytestmark = pytest.mark.usefixtures("backend")
@@ -47,3 +50,135 @@ async def test_waiters_are_served_in_fifo_order() -> None:
         tasks = [asyncio.create_task(wait(i)) for i in range(4)]
         await asyncio.gather(*tasks)
         assert order == [0, 1, 2, 3]
+
+
+# -- more consumers than batches: a receiver waits while a batch can still come -------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("consumers", "num_envs", "batch_size"),
+                         [(2, 64, 32), (3, 64, 32), (8, 64, 32), (16, 64, 32), (4, 4, 2)])
+async def test_more_consumers_than_batches_wait_their_turn(consumers: int, num_envs: int,
+                                                           batch_size: int) -> None:
+    """The README's actor loop: every actor shares one DynamicBatcher policy. With more
+    actors than batches, the extra ones wait for the batches the others send back."""
+    from aiopool.inference import DynamicBatcher
+
+    async def forward(obs: np.ndarray) -> np.ndarray:
+        await asyncio.sleep(0)
+        return np.ones(len(obs), dtype=np.int64)
+
+    policy = DynamicBatcher(forward)
+    ledger = Ledger(num_envs)
+    served: list[int] = []
+    with counting(num_envs=num_envs, batch_size=batch_size) as pool:
+
+        async def actor(i: int) -> None:
+            async for batch in pool.stream():
+                ledger.record(batch)
+                served.append(i)
+                batch.send(await policy(batch.obs))
+                if ledger.rows >= 40 * num_envs:
+                    return
+
+        await asyncio.wait_for(asyncio.gather(*(actor(i) for i in range(consumers))), 60)
+    assert ledger.rows >= 40 * num_envs
+    assert len(set(served)) == consumers, "every actor got batches"
+
+
+async def _holding(pool: Any, held: list[Any], release: asyncio.Event, how: str) -> None:
+    """Take one batch and hold it, unsent, until ``release``; then let it go ``how``."""
+    batch = await pool.recv(timeout=5)
+    held.append(batch)
+    await release.wait()
+    held.remove(batch)
+    if how == "release":
+        batch.release()
+    elif how == "raise":
+        raise RuntimeError("the holder failed")
+    # "drop": the last reference goes with this frame
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("how", ["drop", "release", "raise"])
+async def test_parked_receiver_waits_for_held_batches_then_fails_when_none_can_come(
+        how: str) -> None:
+    with counting(num_envs=4, batch_size=2, num_threads=1) as pool:
+        pool.async_reset()
+        held: list[Any] = []
+        go = [asyncio.Event(), asyncio.Event()]
+        holders = [asyncio.create_task(_holding(pool, held, go[k], how)) for k in range(2)]
+        while len(held) < 2:
+            await asyncio.sleep(0.01)
+        waiter = asyncio.create_task(pool.recv())
+        await asyncio.sleep(0.2)
+        assert not waiter.done(), "two other tasks hold batches they may still send"
+        go[0].set()
+        await asyncio.gather(holders[0], return_exceptions=True)
+        await asyncio.sleep(0.2)
+        assert not waiter.done(), "the second holder may still send"
+        go[1].set()
+        await asyncio.gather(holders[1], return_exceptions=True)
+        with pytest.raises(aiopool.NothingInFlight):
+            await asyncio.wait_for(waiter, 2)  # promptly, once no batch can come
+
+
+@pytest.mark.asyncio
+async def test_a_parked_receiver_gets_the_batch_another_task_sends_back() -> None:
+    with counting(num_envs=4, batch_size=2, num_threads=1) as pool:
+        pool.async_reset()
+        first = await pool.recv(timeout=5)
+        second = await pool.recv(timeout=5)
+        other = asyncio.create_task(pool.recv(timeout=5))  # this task holds both batches
+        await asyncio.sleep(0.1)
+        assert not other.done()
+        first.send(np.ones(2, dtype=np.int64))
+        got = await asyncio.wait_for(other, 5)
+        assert sorted(got.env_id.tolist()) == sorted(first.env_id.tolist())
+        del second
+
+
+@pytest.mark.asyncio
+async def test_a_receiver_holding_every_unsent_batch_fails_at_once() -> None:
+    """Its own batches cannot come back while it waits: NothingInFlight at once, as before."""
+    with counting(num_envs=4, batch_size=2, num_threads=1) as pool:
+        pool.async_reset()
+        kept = [await pool.recv(timeout=5), await pool.recv(timeout=5)]
+        with pytest.raises(aiopool.NothingInFlight):
+            await pool.recv(timeout=2)  # not wait_for: on 3.11 it receives in a task of its own
+        kept[0].send(np.ones(2, dtype=np.int64))  # the pool is as it was
+        assert len(await pool.recv(timeout=5)) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_holder_parked_in_a_receive_of_its_own_does_not_count() -> None:
+    """Task A holds one batch and waits; task B holds the other and waits too: neither can
+    send while it waits, so B fails at once, and A goes on waiting while B may still send."""
+    with counting(num_envs=4, batch_size=2, num_threads=1) as pool:
+        pool.async_reset()
+        a_has_one, b_has_one = asyncio.Event(), asyncio.Event()
+
+        async def task_a() -> Any:
+            mine = await pool.recv(timeout=5)
+            a_has_one.set()
+            await b_has_one.wait()
+            return mine, await pool.recv(timeout=5)
+
+        async def task_b() -> Any:
+            await a_has_one.wait()
+            mine = await pool.recv(timeout=5)
+            b_has_one.set()
+            await asyncio.sleep(0.1)  # A is parked by now
+            try:
+                await pool.recv(timeout=2)
+            except aiopool.NothingInFlight:
+                return mine
+            raise AssertionError("B waited though every batch was held by parked tasks")
+
+        a_waits = asyncio.create_task(task_a())
+        b_batch = await asyncio.wait_for(asyncio.create_task(task_b()), 5)
+        await asyncio.sleep(0.1)
+        assert not a_waits.done(), "B holds a batch it may still send"
+        b_batch.send(np.ones(2, dtype=np.int64))
+        _, a_second = await asyncio.wait_for(a_waits, 5)
+        assert sorted(a_second.env_id.tolist()) == sorted(b_batch.env_id.tolist())

@@ -44,17 +44,31 @@ async def test_recv_with_nothing_in_flight_raises_at_once() -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_second_receiver_without_enough_in_flight_raises() -> None:
+@pytest.mark.parametrize("first_does", ["send", "drop"])
+async def test_a_second_receiver_waits_while_the_first_may_send_its_batch_back(
+        first_does: str) -> None:
+    """One batch in flight, two receivers: the second waits (a channel's rule: the first may
+    send its batch back), and gets NothingInFlight once the first drops it unsent."""
     with counting(num_envs=2, batch_size=2, step_ns=50_000_000) as pool:
         pool.async_reset()
         await pool.recv()
         pool.send(np.zeros(2, dtype=np.int64))
-        first = asyncio.create_task(pool.recv())
+
+        async def first() -> int:
+            batch = await pool.recv()
+            if first_does == "send":
+                batch.send(np.ones(2, dtype=np.int64))
+            return len(batch)
+
+        task = asyncio.create_task(first())
         while num_waiting(pool) == 0:
             await asyncio.sleep(0)
-        with pytest.raises(aiopool.NothingInFlight, match="1 other receivers waiting"):
-            await pool.recv()
-        assert len(await first) == 2
+        if first_does == "send":
+            assert len(await pool.recv(timeout=5)) == 2
+        else:
+            with pytest.raises(aiopool.NothingInFlight, match="would wait forever"):
+                await pool.recv(timeout=5)
+        assert await task == 2
 
 
 def test_recv_blocking_timeout() -> None:

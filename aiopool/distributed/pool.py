@@ -48,10 +48,10 @@ import numpy.typing as npt
 import ray
 from ray.exceptions import ActorDiedError, RayActorError, RayTaskError
 
+from .._holders import Holders, call_soon_weakly, current_holder, weak_call
 from ..batch import Batch
 from ..errors import NothingInFlight, PoolClosed
 from ..pool import per_env_seeds
-from ..registry import MUJOCO_IDS
 from ..spec import EnvSpec
 from ._host import Op
 from .errors import ActorDied
@@ -183,6 +183,11 @@ class RemotePool:
         self._lost = np.zeros(n, dtype=bool)         # its actor died for good
         self._ready: deque[_Item] = deque()
         self._waiters: deque[asyncio.Future[_Item]] = deque()
+        self._waiter_holder: dict[asyncio.Future[_Item], object] = {}  # whose receive it is
+        self._sync_parked: dict[object, int] = {}  # threads waiting in recv_blocking
+        self._holders = Holders()  # batches handed out and not yet sent (see _holders.py)
+        self._holders.on_release = weak_call(weakref.WeakMethod(self._schedule_check))
+        self._check_pending = False
         self._ever_reset = False
         self._roll: Rollouts | None = None
         self._streak = 0
@@ -193,7 +198,7 @@ class RemotePool:
         self._action_dtype = np.dtype(self._action_space.dtype)
         self._action_shape = tuple(self._action_space.shape or ())
         self._finite_actions = (isinstance(self._action_space, gym.spaces.Box)
-                                and self.spec.id not in MUJOCO_IDS)
+                                and self.spec.finite_actions)
         self._finalizer = weakref.finalize(self, _kill, [a.handle for a in actors], self._pg)
 
     # -- description ----------------------------------------------------------------------
@@ -286,6 +291,18 @@ class RemotePool:
                 lost with its actor. Nothing is sent; the pool stays usable.
             PoolClosed: the pool is closed.
         """
+        self._send(actions, env_ids)
+        if self._holders.rows:
+            self._holders.sent_ids(env_ids)
+
+    def _send_batch(self, actions: npt.ArrayLike, batch: Batch) -> None:
+        """``batch.send``: the batch's rows are no longer held by anyone."""
+        self._send(actions, batch.env_id)
+        if batch._token:
+            self._holders.sent(batch._token)
+            batch._token = 0
+
+    def _send(self, actions: npt.ArrayLike, env_ids: npt.ArrayLike | None) -> None:
         self._check_open()
         ids = self._all_ids if env_ids is None else self._as_ids(env_ids)
         self._check_envs(ids, "send", need_reset=True)
@@ -329,7 +346,7 @@ class RemotePool:
         self._drain()
         if self._num_waiting() or not self._ready:
             return None
-        return self._hand_out(self._ready.popleft())
+        return self._hand_out(self._ready.popleft(), current_holder())
 
     async def recv(self, timeout: float | None = None) -> Batch:
         """The next batch to arrive from any actor.
@@ -351,6 +368,7 @@ class RemotePool:
         if self._mail.loop is not loop:
             self._mail.loop = loop
         self._drain()
+        holder = current_holder()
         if self._ready and not self._num_waiting():
             self._streak += 1
             if self._streak >= _YIELD_EVERY:  # let the loop's other tasks run now and then
@@ -362,12 +380,13 @@ class RemotePool:
                     self._give_back(item)
                     raise
                 self._check_open()
-                return self._hand_out(item)
-            return self._hand_out(self._ready.popleft())
+                return self._hand_out(item, holder)
+            return self._hand_out(self._ready.popleft(), holder)
         self._streak = 0
-        self._check_can_complete(self._num_waiting())
+        self._check_can_complete(holder)
         fut: asyncio.Future[_Item] = loop.create_future()
         self._waiters.append(fut)
+        self._waiter_holder[fut] = holder
         try:
             if timeout is None:
                 item = await fut
@@ -376,12 +395,15 @@ class RemotePool:
                     item = await fut
         except BaseException:
             if fut.done() and not fut.cancelled():
-                self._give_back(fut.result())
+                if not isinstance(fut.result(), NothingInFlight | PoolClosed):
+                    self._give_back(fut.result())
             else:
                 with contextlib.suppress(ValueError):
                     self._waiters.remove(fut)
             raise
-        return self._hand_out(item)
+        finally:
+            self._waiter_holder.pop(fut, None)
+        return self._hand_out(item, holder)
 
     async def stream(self) -> AsyncIterator[Batch]:
         """Receive batches forever; ends when the pool closes (at once if it is closed).
@@ -431,7 +453,9 @@ class RemotePool:
             raise
         if len(received) == 1 and bool((received[0].env_id[1:] > received[0].env_id[:-1]).all()):
             return received[0]
-        return Batch.sorted_concat(received)
+        out = Batch.sorted_concat(received)
+        self._hand_out(out, current_holder())  # before the parts are dropped
+        return out
 
     async def rollouts(self, policy: Any, horizon: int = 128,
                        depth: int = 2) -> AsyncIterator[Fragment]:
@@ -497,17 +521,26 @@ class RemotePool:
         self._check_open()
         timeout = _finite_or_none(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            self._mail.arrived.clear()
-            self._drain()
-            if self._ready and not self._num_waiting():
-                return self._hand_out(self._ready.popleft())
-            self._check_can_complete(self._num_waiting())
-            remaining = _WAIT_MAX if deadline is None else max(0.0, deadline - time.monotonic())
-            if not self._mail.arrived.wait(min(remaining, _WAIT_MAX)) and (
-                    deadline is not None and time.monotonic() >= deadline):
-                raise TimeoutError(f"no batch arrived within {timeout} s")
-            self._check_open()
+        holder = current_holder()
+        parked = self._sync_parked
+        parked[holder] = parked.get(holder, 0) + 1
+        try:
+            while True:
+                self._mail.arrived.clear()
+                self._drain()
+                if self._ready and not self._num_waiting():
+                    return self._hand_out(self._ready.popleft(), holder)
+                self._check_can_complete(holder)
+                remaining = _WAIT_MAX if deadline is None else max(
+                    0.0, deadline - time.monotonic())
+                if not self._mail.arrived.wait(min(remaining, _WAIT_MAX)) and (
+                        deadline is not None and time.monotonic() >= deadline):
+                    raise TimeoutError(f"no batch arrived within {timeout} s")
+                self._check_open()
+        finally:
+            parked[holder] -= 1
+            if not parked[holder]:
+                del parked[holder]
 
     def flush(self, timeout: float | None = None) -> int:
         """Hand out a partly filled batch from each actor: the rows finished since its last
@@ -637,9 +670,17 @@ class RemotePool:
         while waiters and ready:
             fut = waiters.popleft()
             if not fut.done():
-                fut.set_result(ready.popleft())
+                item = ready.popleft()
+                if isinstance(item, Batch):  # on its way to a holder: counts as held already
+                    self._hold(item, self._waiter_holder.get(fut))
+                fut.set_result(item)
 
-    def _hand_out(self, item: _Item) -> Batch:
+    def _hold(self, batch: Batch, holder: object) -> None:
+        if not batch._token:
+            batch._token = self._holders.hand_out(batch.env_id, holder,
+                                                  self._owner(int(batch.env_id[0])))
+
+    def _hand_out(self, item: _Item, holder: object) -> Batch:
         if isinstance(item, _Death):
             raise self._reported(item)
         if isinstance(item, BaseException):
@@ -647,11 +688,15 @@ class RemotePool:
         ids = item.env_id
         self._busy[ids] = False
         self._held[ids] = False
+        self._hold(item, holder)
         return item
 
     def _give_back(self, item: _Item) -> None:
         """A batch a cancelled receiver held goes back to the front, to the next waiter."""
         if isinstance(item, Batch):
+            if item._token:
+                self._holders.give_back(item._token)
+                item._token = 0
             self._busy[item.env_id] = True
             self._held[item.env_id] = True
         self._ready.appendleft(item)
@@ -714,14 +759,46 @@ class RemotePool:
                          death.cause, self.restart)
 
     def _fail_stranded(self) -> None:
-        """Receivers parked for batches that can no longer come (their actor died) get
-        NothingInFlight instead of waiting forever (the last ones in line)."""
-        coming = len(self._ready) + sum(a.recvs for a in self._actors if not a.dead)
+        """Parked receivers get NothingInFlight once no batch can come for them any more (an
+        actor died, a holder dropped its batch): neither a call in flight nor rows other
+        holders may still send."""
         live = [f for f in self._waiters if not f.done()]
-        for fut in live[coming:]:
+        if not live or self._batches_coming(self._parked()):
+            return
+        for fut in live:
             fut.set_result(NothingInFlight(
-                "recv() would wait forever: the batch it waited for was lost with its actor, "
-                "and no other call in flight will bring one"))
+                "recv() would wait forever: no call in flight will bring a batch, and no task "
+                "holds one it may still send (lost with an actor, or dropped unsent)"))
+
+    def _schedule_check(self) -> None:
+        """Held rows went away (a batch dropped or released, a task ended): check the parked
+        receivers soon, on their loop (this may run in a finaliser, on any thread)."""
+        loop = self._mail.loop
+        if (loop is None or self._check_pending or self._state is _State.CLOSED
+                or not self._num_waiting()):  # a later receiver checks for itself
+            return
+        self._check_pending = call_soon_weakly(loop, self._check_parked)
+
+    def _check_parked(self) -> None:
+        self._check_pending = False
+        if self._state is not _State.CLOSED:
+            self._drain()
+            self._fail_stranded()
+
+    def _parked(self) -> set[object]:
+        """Holders waiting in a receive now: their batches cannot be sent meanwhile."""
+        parked = {self._waiter_holder.get(f) for f in self._waiters if not f.done()}
+        parked.update(self._sync_parked)
+        return parked
+
+    def _batches_coming(self, parked: set[object]) -> int:
+        """Batches that can still come: arrived, asked for by calls in flight, or filled by
+        the rows in flight with those other (not parked) holders may send, per actor (batches
+        never span actors)."""
+        held = self._holders.held_by_others(parked) if self._holders.rows else {}
+        return len(self._ready) + sum(
+            a.recvs + (a.unclaimed + held.get(a.index, 0)) // self.batch_size
+            for a in self._actors if not a.dead)
 
     # -- checks ---------------------------------------------------------------------------
 
@@ -739,20 +816,24 @@ class RemotePool:
             raise ValueError("this pool is in rollout mode (rollouts() was called): its actors "
                              "step the envs themselves; make another pool for send/recv")
 
-    def _check_can_complete(self, waiters: int) -> None:
-        """Raise NothingInFlight unless a call in flight will bring a batch for this receiver
-        after ``waiters`` parked ones (exact: each recv call in flight brings one)."""
-        live = [a for a in self._actors if not a.dead]
-        coming = len(self._ready) + sum(a.recvs for a in live)
-        if coming > waiters:
+    def _check_can_complete(self, holder: object) -> None:
+        """Raise NothingInFlight unless a batch can still come for this receiver: each recv
+        call in flight brings one, and rows other holders (not parked) may send can fill
+        more. Parked receivers ahead do not matter: what they get, they may send back."""
+        parked = self._parked()
+        parked.add(holder)
+        if self._batches_coming(parked):
             return
+        live = [a for a in self._actors if not a.dead]
         unclaimed = sum(a.unclaimed for a in live)
+        held = sum(self._holders.held_by_others(parked).values())
         missing = self.batch_size - max((a.unclaimed for a in live), default=0)
         raise NothingInFlight(
             f"recv() would wait forever: {unclaimed} env steps are in flight that fill no "
-            f"batch ({waiters} other receivers waiting, batch_size {self.batch_size}, batches "
-            f"never span actors); send actions (or async_reset) for at least {missing} more "
-            "envs of one actor first, or flush()")
+            f"batch, other tasks hold {held} rows they may still send ({len(parked) - 1} other "
+            f"receivers waiting, batch_size {self.batch_size}, batches never span actors); "
+            f"send actions (or async_reset) for at least {missing} more envs of one actor "
+            "first, or flush()")
 
     def _as_ids(self, env_ids: npt.ArrayLike) -> npt.NDArray[np.int32]:
         ids = np.asarray(env_ids)

@@ -1,0 +1,140 @@
+"""Who holds the batches a pool handed out and not yet sent back: the channel rule of ``recv``.
+
+A receiver waits while a batch can still come: env steps in flight, batches given back by
+cancelled receivers, or batches handed to another task (or thread) that may still send their
+actions. A batch held by a task that is itself parked in a receive cannot come back while it
+waits. So of the rows handed out, those held by holders that are not parked count as rows that
+may still be sent; when they, the steps in flight and the given-back batches can fill no batch,
+no receiver can ever be served and each gets ``NothingInFlight``.
+
+A handed-out batch stops counting when its actions are sent (``batch.send`` or ``pool.send``
+to its envs), when it is released (``batch.release()``), when it is dropped (garbage), or when
+the task that holds it ends by an exception or cancellation (its traceback keeps the batch
+alive, but nobody will send it). Each release of held rows calls ``on_release`` so the pool can
+check its parked receivers again. Only the loop's thread (or one sync thread) hands batches out;
+``release`` may run from a finaliser on any thread, so it only touches a dict and a callback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections.abc import Callable, Collection
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+
+def current_holder() -> object:
+    """The task running this code, or the thread where no event loop runs."""
+    if asyncio._get_running_loop() is not None:
+        task = asyncio.current_task()
+        if task is not None:
+            return task
+    return threading.get_ident()
+
+
+def weak_call(method: weakref.WeakMethod[Callable[[], None]]) -> Callable[[], None]:
+    """A callback that calls ``method`` while its object lives (callbacks a pool's doorbell
+    and holders keep must not keep the pool alive)."""
+
+    def call() -> None:
+        fn = method()
+        if fn is not None:
+            fn()
+
+    return call
+
+
+def call_soon_weakly(loop: asyncio.AbstractEventLoop, method: Callable[[], None]) -> bool:
+    """Call ``method`` soon on ``loop``, from any thread, without keeping its object alive;
+    False if the loop is closed (nobody waits on it then)."""
+    try:
+        loop.call_soon_threadsafe(weak_call(weakref.WeakMethod(method)))
+    except RuntimeError:
+        return False
+    return True
+
+
+class _Held:
+    __slots__ = ("env_id", "group", "holder", "rows")
+
+    def __init__(self, holder: object, env_id: npt.NDArray[Any], group: int) -> None:
+        self.holder = holder
+        self.env_id = env_id
+        self.rows = len(env_id)
+        self.group = group  # batches never span groups (a Ray actor's envs); 0 elsewhere
+
+
+class Holders:
+    """The batches handed out and not yet sent, released or dropped, by holder."""
+
+    def __init__(self) -> None:
+        self._held: dict[int, _Held] = {}
+        self._next = 0
+        self.rows = 0  # rows held in all; 0 lets send() skip the bookkeeping
+        self._watched: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+        self.on_release: Callable[[], None] | None = None
+
+    def hand_out(self, env_id: npt.NDArray[Any], holder: object, group: int = 0) -> int:
+        """Count ``env_id``'s rows as held by ``holder``; returns the batch's token."""
+        self._next += 1
+        self._held[self._next] = _Held(holder, env_id, group)
+        self.rows += len(env_id)
+        if isinstance(holder, asyncio.Task) and holder not in self._watched:
+            self._watched.add(holder)
+            holder.add_done_callback(self._task_done)
+        return self._next
+
+    def sent(self, token: int) -> None:
+        """Every row of the batch ``token`` was sent: it counts as in flight now."""
+        held = self._held.pop(token, None)
+        if held is not None:
+            self.rows -= held.rows
+
+    def sent_ids(self, env_ids: npt.ArrayLike | None) -> None:
+        """``pool.send`` to ``env_ids`` (None: every env): the held rows of those envs are sent."""
+        if env_ids is None:
+            self._held.clear()
+            self.rows = 0
+            return
+        ids = np.asarray(env_ids)
+        for token, held in list(self._held.items()):
+            n = int(np.count_nonzero(np.isin(held.env_id, ids)))
+            if n:
+                held.rows -= n
+                self.rows -= n
+                if held.rows <= 0:
+                    del self._held[token]
+
+    def give_back(self, token: int) -> None:
+        """A cancelled receiver put the batch back in the queue: it is queued, not held."""
+        self.sent(token)
+
+    def release(self, token: int) -> None:
+        """The batch ``token`` will not be sent (released, dropped): its rows stop counting."""
+        held = self._held.pop(token, None)
+        if held is not None and held.rows > 0:
+            self.rows -= held.rows
+            if self.on_release is not None:
+                self.on_release()
+
+    def held_by_others(self, parked: Collection[object]) -> dict[int, int]:
+        """Rows held by holders not in ``parked``, by group: rows that may still be sent."""
+        out: dict[int, int] = {}
+        for held in self._held.values():
+            if held.holder not in parked:
+                out[held.group] = out.get(held.group, 0) + held.rows
+        return out
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        """A task that ended by an exception or cancellation sends nothing more; one that
+        returned may have handed its batches on (its result, a queue), so they keep counting
+        until dropped. ``_exception`` is read, not ``exception()``, which would mark the
+        exception retrieved and silence asyncio's "never retrieved" warning."""
+        if not task.cancelled() and getattr(task, "_exception", None) is None:
+            return
+        for token in [t for t, h in self._held.items() if h.holder is task]:
+            self.release(token)
