@@ -28,11 +28,13 @@ import numpy.typing as npt
 
 
 def current_holder() -> object:
-    """The task running this code, or the thread where no event loop runs."""
+    """Who is receiving: a weak reference to the running task, or the thread's id where no
+    event loop runs. Weak: a finished task whose result is a batch must not be kept alive by
+    the count of held batches (it would keep the batch, and so its count, forever)."""
     if asyncio._get_running_loop() is not None:
         task = asyncio.current_task()
         if task is not None:
-            return task
+            return weakref.ref(task)
     return threading.get_ident()
 
 
@@ -74,40 +76,41 @@ class Holders:
     def __init__(self) -> None:
         self._held: dict[int, _Held] = {}
         self._next = 0
-        self.rows = 0  # rows held in all; 0 lets send() skip the bookkeeping
         self._watched: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
         self.on_release: Callable[[], None] | None = None
 
+    def __bool__(self) -> bool:
+        """Whether any batch is held (one dict read: safe beside a finaliser's release)."""
+        return bool(self._held)
+
     def hand_out(self, env_id: npt.NDArray[Any], holder: object, group: int = 0) -> int:
-        """Count ``env_id``'s rows as held by ``holder``; returns the batch's token."""
+        """Count ``env_id``'s rows as held by ``holder`` (``current_holder()``); returns the
+        batch's token."""
         self._next += 1
         self._held[self._next] = _Held(holder, env_id, group)
-        self.rows += len(env_id)
-        if isinstance(holder, asyncio.Task) and holder not in self._watched:
-            self._watched.add(holder)
-            holder.add_done_callback(self._task_done)
+        if isinstance(holder, weakref.ref):
+            task = holder()
+            if isinstance(task, asyncio.Task) and task not in self._watched:
+                self._watched.add(task)
+                task.add_done_callback(self._task_done)
         return self._next
 
     def sent(self, token: int) -> None:
         """Every row of the batch ``token`` was sent: it counts as in flight now."""
-        held = self._held.pop(token, None)
-        if held is not None:
-            self.rows -= held.rows
+        self._held.pop(token, None)
 
     def sent_ids(self, env_ids: npt.ArrayLike | None) -> None:
         """``pool.send`` to ``env_ids`` (None: every env): the held rows of those envs are sent."""
         if env_ids is None:
             self._held.clear()
-            self.rows = 0
             return
         ids = np.asarray(env_ids)
         for token, held in list(self._held.items()):
             n = int(np.count_nonzero(np.isin(held.env_id, ids)))
             if n:
                 held.rows -= n
-                self.rows -= n
                 if held.rows <= 0:
-                    del self._held[token]
+                    self._held.pop(token, None)
 
     def give_back(self, token: int) -> None:
         """A cancelled receiver put the batch back in the queue: it is queued, not held."""
@@ -116,15 +119,13 @@ class Holders:
     def release(self, token: int) -> None:
         """The batch ``token`` will not be sent (released, dropped): its rows stop counting."""
         held = self._held.pop(token, None)
-        if held is not None and held.rows > 0:
-            self.rows -= held.rows
-            if self.on_release is not None:
-                self.on_release()
+        if held is not None and held.rows > 0 and self.on_release is not None:
+            self.on_release()
 
     def held_by_others(self, parked: Collection[object]) -> dict[int, int]:
         """Rows held by holders not in ``parked``, by group: rows that may still be sent."""
         out: dict[int, int] = {}
-        for held in self._held.values():
+        for held in list(self._held.values()):  # a finaliser may release one meanwhile
             if held.holder not in parked:
                 out[held.group] = out.get(held.group, 0) + held.rows
         return out
@@ -136,5 +137,6 @@ class Holders:
         exception retrieved and silence asyncio's "never retrieved" warning."""
         if not task.cancelled() and getattr(task, "_exception", None) is None:
             return
-        for token in [t for t, h in self._held.items() if h.holder is task]:
+        key = weakref.ref(task)
+        for token in [t for t, h in list(self._held.items()) if h.holder == key]:
             self.release(token)

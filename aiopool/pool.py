@@ -147,7 +147,7 @@ class Pool:
             PoolClosed: the pool is closed.
         """
         self._send(actions, env_ids)
-        if self._holders.rows:
+        if self._holders:
             self._holders.sent_ids(env_ids)
 
     def _send(self, actions: npt.ArrayLike, env_ids: npt.ArrayLike | None) -> None:
@@ -490,7 +490,7 @@ class Pool:
         """(rows sent and not yet taken, rows held by holders not in ``parked``): rows fill
         blocks in claim order, so every whole ``batch_size`` of their sum can still be a
         batch (the rows in flight are counted on this thread only)."""
-        held = self._holders.held_by_others(parked).get(0, 0) if self._holders.rows else 0
+        held = self._holders.held_by_others(parked).get(0, 0) if self._holders else 0
         return int(self._native.rows_in_flight), held
 
     def _check_can_complete(self, holder: object, parked_self: bool = False) -> None:

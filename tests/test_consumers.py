@@ -182,3 +182,18 @@ async def test_a_holder_parked_in_a_receive_of_its_own_does_not_count() -> None:
         b_batch.send(np.ones(2, dtype=np.int64))
         _, a_second = await asyncio.wait_for(a_waits, 5)
         assert sorted(a_second.env_id.tolist()) == sorted(b_batch.env_id.tolist())
+
+
+@pytest.mark.asyncio
+async def test_a_batch_returned_by_a_finished_task_counts_until_dropped() -> None:
+    """A task that received a batch and returned it hands it on (gather, wait_for on 3.11):
+    it still counts, and stops counting once the last reference goes (the task's too)."""
+    with counting(num_envs=2, batch_size=2, num_threads=1) as pool:
+        pool.async_reset()
+        got: Any = await asyncio.create_task(pool.recv(timeout=5))
+        waiter = asyncio.create_task(pool.recv())
+        await asyncio.sleep(0.2)
+        assert not waiter.done(), "the batch the finished task returned may still be sent"
+        del got
+        with pytest.raises(aiopool.NothingInFlight):
+            await asyncio.wait_for(waiter, 2)

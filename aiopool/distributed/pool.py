@@ -292,7 +292,7 @@ class RemotePool:
             PoolClosed: the pool is closed.
         """
         self._send(actions, env_ids)
-        if self._holders.rows:
+        if self._holders:
             self._holders.sent_ids(env_ids)
 
     def _send_batch(self, actions: npt.ArrayLike, batch: Batch) -> None:
@@ -795,7 +795,7 @@ class RemotePool:
         """Batches that can still come: arrived, asked for by calls in flight, or filled by
         the rows in flight with those other (not parked) holders may send, per actor (batches
         never span actors)."""
-        held = self._holders.held_by_others(parked) if self._holders.rows else {}
+        held = self._holders.held_by_others(parked) if self._holders else {}
         return len(self._ready) + sum(
             a.recvs + (a.unclaimed + held.get(a.index, 0)) // self.batch_size
             for a in self._actors if not a.dead)
