@@ -77,12 +77,12 @@ class Doorbell:
         self._dispatch()
         try:
             return await fut
-        except BaseException:
+        except BaseException as raised:
             if fut.done() and not fut.cancelled():
                 exc = fut.exception()
                 if exc is None:
                     self.give_back(fut.result())
-                elif not isinstance(exc, NothingInFlight | PoolClosed):
+                elif exc is not raised and not isinstance(exc, NothingInFlight | PoolClosed):
                     self.give_back(exc)  # an env's error or a death: delivered later, not lost
             else:
                 with contextlib.suppress(ValueError):
