@@ -128,3 +128,40 @@ class Ledger:
             f"expected {expected}")
         self.last[ids] = events
         self.rows += len(ids)
+
+
+class DictObsEnv(gym.Env[dict[str, Any], int]):
+    """A small env with Dict observations (Box, Discrete and MultiBinary entries), for the
+    adapters' parity tests on the process backend. The reset draws the start position from
+    the env's ``np_random`` (so seeds show); an episode ends by termination (the position
+    leaves [-3, 3]) or by truncation (12 steps)."""
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Dict({
+            "position": gym.spaces.Box(-10.0, 10.0, (2,), np.float32),
+            "phase": gym.spaces.Discrete(5),
+            "seen": gym.spaces.MultiBinary(3)})
+        self.action_space = gym.spaces.Discrete(3)
+        self.position = np.zeros(2, np.float32)
+        self.phase, self.t = 0, 0
+        self.seen = np.zeros(3, np.int8)
+
+    def _obs(self) -> dict[str, Any]:
+        # in the space's key order (gymnasium sorts a Dict space's keys), as final_obs keeps it
+        return {"phase": self.phase, "position": self.position.copy(), "seen": self.seen.copy()}
+
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        super().reset(seed=seed)
+        self.position = self.np_random.uniform(-1.0, 1.0, 2).astype(np.float32)
+        self.phase, self.t = int(self.np_random.integers(5)), 0
+        self.seen = np.zeros(3, np.int8)
+        return self._obs(), {}
+
+    def step(self, action: int) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        self.t += 1
+        self.position = self.position + np.float32(0.75) * np.float32(int(action) - 1)
+        self.phase = (self.phase + 1) % 5
+        self.seen[int(action)] = 1
+        terminated = bool(abs(self.position[0]) > 3.0)
+        return self._obs(), float(self.position.sum()), terminated, self.t >= 12, {}

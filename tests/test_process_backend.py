@@ -121,8 +121,11 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().split(")")[-1].split()[0] != "Z"
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):  # reaped since the kill above
+        return False
 
 
 def _wait_gone(pids: list[int], within: float) -> bool:
@@ -553,3 +556,180 @@ def test_the_pool_sides_native_bookkeeping() -> None:
         _core._take_rows((np.ascontiguousarray(empty),), np.array([6], dtype=np.int32))
     with pytest.raises(TypeError, match="Python objects"):
         _core._take_rows((np.array([None, 1], dtype=object),), np.array([0], np.int32))
+
+
+def _first_draw(seed: int) -> float:
+    """The draw of a CountingEnv's first reset with ``seed``."""
+    return float(CountingEnv().reset(seed=seed)[1]["draw"])
+
+
+def _await_file(path: Any, within: float) -> None:
+    deadline = time.monotonic() + within
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear within {within} s"
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("autoreset", ["next_step", "same_step"])
+@pytest.mark.asyncio
+async def test_a_seeded_reset_lost_before_its_commit_is_redone_with_its_seed(
+        autoreset: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31: the workers run the seeded resets, write their rows and are held before
+    the commit (the worker's test hook); worker 1 is killed there. Its replacement redoes
+    envs 2 and 3's resets with their seeds: every env's first draw is its seed's."""
+    monkeypatch.setenv("AIOPOOL_TEST_HOLD_COMMIT", str(tmp_path))
+    with aiopool.make(CountingEnv, num_envs=4, batch_size=1, num_workers=2, restart=True,
+                      autoreset=autoreset, info_keys=CountingEnv.INFO) as pool:
+        pool.async_reset()
+        [await pool.recv(timeout=10) for _ in range(4)]
+        (tmp_path / "hold").touch()
+        pool.async_reset(seed=100)
+        victim = pool.worker_pids()[1]  # envs 2 and 3
+        _await_file(tmp_path / f"held-{victim}", 10)
+        os.kill(victim, signal.SIGKILL)
+        assert _wait_gone([victim], 5)
+        (tmp_path / "hold").unlink()  # worker 0 commits; the replacement holds nothing
+        rows = [await pool.recv(timeout=20) for _ in range(4)]
+        draws = {int(b.env_id[0]): float(b.info["draw"][0]) for b in rows}
+        assert draws == {i: _first_draw(100 + i) for i in range(4)}
+        fresh = {int(b.env_id[0]) for b in rows if b.obs[0, 0] == 1}  # a new env's first event
+        assert fresh == {2, 3} and pool.restarts == [0, 1]
+        # The seed was used once: an unseeded reset continues each env's stream.
+        pool.async_reset()
+        again = {int(b.env_id[0]): float(b.info["draw"][0])
+                 for b in [await pool.recv(timeout=10) for _ in range(4)]}
+        for i in range(4):
+            env = CountingEnv()
+            env.reset(seed=100 + i)
+            assert again[i] == env.reset()[1]["draw"], i
+
+
+def _kill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    assert _wait_gone([pid], 5)
+
+
+@pytest.mark.parametrize("restart", [True, False], ids=["restart", "no restart"])
+def test_flush_after_a_worker_died_idle_hands_out_the_rows_written(restart: bool) -> None:
+    """Issue 30, 3: envs 0 and 2 stepped (rows written), worker 1 (envs 2, 3) then killed
+    while idle. flush() handles the death (a replacement, or WorkerDied naming no lost env)
+    and publishes the 2 rows; it returned 0 and left them stuck."""
+    with aiopool.make(CountingEnv, num_envs=4, batch_size=4, num_workers=2, restart=restart,
+                      info_keys=CountingEnv.INFO) as pool:
+        pool.async_reset()
+        pool.recv_blocking(timeout=10)
+        pool.send(np.zeros(2, np.int64), [0, 2])
+        time.sleep(0.2)  # both rows written
+        _kill(pool.worker_pids()[1])
+        time.sleep(0.1)  # the watcher has seen it: a flush that ignored it returned 0
+        if not restart:
+            with pytest.raises(aiopool.WorkerDied) as caught:
+                pool.flush(timeout=10)
+            assert caught.value.env_ids == [2, 3] and caught.value.lost == []
+        assert pool.flush(timeout=10) == 2
+        batch = pool.recv_blocking(timeout=10)
+        assert sorted(batch.env_id.tolist()) == [0, 2]
+        assert (batch.info["elapsed_step"] == 1).all()
+        if restart:
+            assert pool.restarts == [0, 1]
+            pool.send(np.zeros(4, np.int64))  # env 3 too: the replacement resets it
+            assert len(pool.recv_blocking(timeout=20)) == 4
+
+
+@pytest.mark.parametrize("restart", [True, False], ids=["restart", "no restart"])
+def test_a_worker_dying_while_flush_waits_for_its_row(restart: bool) -> None:
+    """Issue 30, 3: env 2's hung step is in flight when its worker is killed. flush() goes
+    on: with restart=True it waits for env 2's reset in the replacement and publishes it with
+    env 0's row; without, it raises WorkerDied at once, and the next flush publishes env 0's."""
+    with aiopool.make(Hangs, num_envs=4, batch_size=4, num_workers=2, restart=restart) as pool:
+        pool.async_reset()
+        pool.recv_blocking(timeout=10)
+        pool.send(np.array([0, 99]), [0, 2])  # env 2's step hangs
+        victim = pool.worker_pids()[1]
+        killer = threading.Timer(0.3, os.kill, (victim, signal.SIGKILL))
+        killer.start()
+        start = time.monotonic()
+        try:
+            if restart:
+                assert pool.flush(timeout=20) == 2
+            else:
+                with pytest.raises(aiopool.WorkerDied) as caught:
+                    pool.flush(timeout=20)
+                assert caught.value.lost == [2]
+                assert pool.flush(timeout=1) == 1
+        finally:
+            killer.join()
+        assert time.monotonic() - start < 5
+        batch = pool.recv_blocking(timeout=10)
+        got = dict(zip(batch.env_id.tolist(), batch.obs[:, 0].tolist(), strict=True))
+        assert got == ({0: 2, 2: 1} if restart else {0: 2})  # env 2: a fresh env's reset
+
+
+def test_a_partial_reset_through_the_gymnasium_adapter_after_a_worker_died() -> None:
+    """Issue 30, 3: reset(options={"reset_mask": ...}) after worker 1 died raised
+    NothingInFlight; its replacement now resets env 2, seeded as asked."""
+    envs = aiopool.make_gymnasium(CountingEnv, 4, num_workers=2, restart=True)
+    try:
+        envs.reset(seed=0)
+        envs.step(np.zeros(4, np.int64))
+        _kill(envs._steps.pool.worker_pids()[1])
+        mask = np.array([False, True, True, False])
+        obs, info = envs.reset(seed=50, options={"reset_mask": mask})
+        assert info["_elapsed_step"].tolist() == mask.tolist()
+        assert obs[2, 0] == 1 and obs[1, 0] == 3  # env 2: a fresh env; env 1: its 3rd event
+        obs, *_ = envs.step(np.zeros(4, np.int64))  # env 3 resets in the replacement
+        assert obs[:, 2].tolist() == [2, 1, 1, 0]
+    finally:
+        envs.close()
+
+
+@pytest.mark.parametrize(("num_envs", "asked", "holds"), [
+    (4, 3, [[0, 1], [2, 3]]), (5, 4, [[0, 1], [2, 3], [4]]), (7, 3, [[0, 1, 2], [3, 4, 5], [6]])])
+@pytest.mark.asyncio
+async def test_no_worker_starts_without_an_env(num_envs: int, asked: int,
+                                               holds: list[list[int]]) -> None:
+    """Issue 30, 4: 4 envs on 3 workers gave ceil(4/3) = 2 envs to each of 2 workers and
+    started a third with none; its death raised IndexError. Env i lives in worker
+    i // ceil(num_envs / num_workers), and only workers that hold an env start."""
+    with aiopool.make(CountingEnv, num_envs=num_envs, batch_size=1, num_workers=asked) as pool:
+        assert pool.num_workers == len(holds) == len(pool.worker_pids())
+        assert [w.env_ids for w in pool._native._workers] == holds
+        pool.async_reset()
+        [await pool.recv(timeout=10) for _ in range(num_envs)]
+        _kill(pool.worker_pids()[-1])
+        deadline = time.monotonic() + 5
+        while not pool._native._deaths:  # the watcher has seen it (a recv then reports it)
+            assert time.monotonic() < deadline, "the watcher saw no death"
+            time.sleep(0.01)
+        with pytest.raises(aiopool.WorkerDied) as caught:
+            await pool.recv(timeout=10)
+        assert caught.value.env_ids == holds[-1] and caught.value.lost == []
+
+
+def test_the_death_of_a_worker_that_holds_no_env_is_harmless() -> None:
+    """A pool side given a plan with an env-less worker (make_process makes none): its death
+    loses nothing and raises nothing."""
+    import cloudpickle
+
+    from aiopool._process.backend import ProcessNative
+    from aiopool._process.layout import Field, Plan
+
+    plan = Plan(num_envs=4, num_workers=3, per_worker=2, obs=(Field("obs", "<i8", (4,)),),
+                action=Field("action", "<i8", ()), info=(), same_step=False)
+    native = ProcessNative(cloudpickle.dumps(CountingEnv), plan, env_id="CountingEnv",
+                           batch_size=4, autoreset="next_step", spin_us=0.0, restart=False,
+                           step_timeout=None, raise_env_errors=True,
+                           spec={"action_bounds": None, "action_repr": ""})
+    try:
+        assert native._workers[2].env_ids == []
+        _kill(native.worker_pids()[2])
+        deadline = time.monotonic() + 5
+        while not native._deaths:
+            assert time.monotonic() < deadline, "the watcher saw no death"
+            time.sleep(0.01)
+        native.reset(np.arange(4, dtype=np.int32))
+        assert native.flush(10.0) == 0  # a whole batch: nothing to cut
+        arrays = native.take()
+        assert arrays is not None and sorted(arrays[4].tolist()) == [0, 1, 2, 3]
+    finally:
+        native.close()

@@ -104,7 +104,10 @@ def make_process(env: str | Callable[[], gym.Env[Any, Any]], num_envs: int, batc
         probe.close()
     name = env if isinstance(env, str) else (
         env_spec.id if env_spec is not None and env_spec.id else _name_of(env))
-    plan = Plan(num_envs=num_envs, num_workers=num_workers, per_worker=-(-num_envs // num_workers),
+    # Env i lives in worker i // per; no worker is started without an env (4 envs on 3
+    # workers: 2 each, so 2 workers).
+    per = -(-num_envs // num_workers)
+    plan = Plan(num_envs=num_envs, num_workers=-(-num_envs // per), per_worker=per,
                 obs=_obs_fields(obs_space), action=_action_field(act_space),
                 info=tuple(Field(k, np.dtype(v).str, ()) for k, v in info_keys.items()),
                 same_step=autoreset == "same_step")

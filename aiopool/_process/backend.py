@@ -229,6 +229,7 @@ class ProcessNative:
         ids = np.array(self._ready[:rows], dtype=np.int32)
         del self._ready[:rows]
         _core._clear_flags(self._flags, ids, _BUSY)
+        self.lay.command[ids] = STEP  # a staged seed is used once: consumed with its row
         self._untaken -= rows
         arrays = self._gather(ids)
         if self._autoreset == "disabled":
@@ -258,20 +259,37 @@ class ProcessNative:
             self.drain()
 
     def flush(self, timeout: float) -> int:
+        """Wait for every step in flight, then publish the rows short of a whole batch. A
+        worker's death found on the way is handled as ``take`` handles it: its lost envs'
+        resets go to its replacement and are waited for, or (no restart) ``WorkerDied``."""
         deadline = None if timeout < 0 else time.monotonic() + timeout
         self._collect()
-        while self._untaken > len(self._ready) and not self._deaths and not self._closed:
+        while not self._closed:
+            if self._deaths:
+                self._flush_deaths()
+                continue
+            if self._untaken <= len(self._ready):
+                break
             remaining = -1.0 if deadline is None else deadline - time.monotonic()
             if deadline is not None and remaining <= 0:
                 return -1
             self._sleep_for(self._untaken - len(self._ready), remaining)
             self._collect()
-        if (self._closed or self._deaths or not self._ready
-                or len(self._ready) >= self.batch_size):
+        if self._closed or not self._ready or len(self._ready) >= self.batch_size:
             return 0
         self._cut = len(self._ready)
         os.write(self._pool_fd, _EFD_ONE)  # wake a parked receiver for the short batch
         return self._cut
+
+    def _flush_deaths(self) -> None:
+        """``_handle_deaths`` for ``flush``; a death that loses envs for good also rings the
+        doorbell, so that receivers parked for those rows look again at what can come."""
+        try:
+            self._handle_deaths()
+        except WorkerDied:
+            _ring(self._pool_fd)
+            raise
+        self._collect()
 
     def env_error(self, env_id: int) -> str:
         """The traceback of the last exception env ``env_id`` raised, or ""."""
@@ -467,7 +485,10 @@ class ProcessNative:
             errors = self._no_errors(len(ids))
         errors.flags.writeable = False
         extras.append(errors)
-        extras += taken[k + 3 + len(plan.info):-3]  # same_step: final_obs, final_elapsed_step
+        if plan.same_step:  # final_obs (structured as obs), final_info.elapsed_step
+            final = list(taken[k + 3 + len(plan.info):-4])
+            extras.append(final[0] if plan.obs[0].name == "obs" else _structured(plan, final))
+            extras.append(taken[-4])
         fields = _Fields(obs_cols, extras)
         fields._error_field = self._error_field
         reward, terminated, truncated = taken[-3:]
@@ -597,6 +618,9 @@ class ProcessNative:
             hung = self._hung.pop((index, generation), None)  # its own reason, no other's
             if generation != worker.generation or self._closed:
                 continue
+            if not worker.env_ids:  # it held no env (make_process starts none such): no loss
+                _log.warning("%s worker %d, which held no env: %s", self.env_id, index, how)
+                continue
             if hung:
                 how = f"{how}: {hung}"
             self._collect()  # what it committed before dying is delivered
@@ -662,7 +686,9 @@ class ProcessNative:
         ready_r = self._start(worker)  # not awaited: the loop goes on while it starts
         os.set_blocking(ready_r, False)
         worker.ready_r = ready_r  # read if it dies: did it make its envs, and if not, why
-        seeded = lay.command[lost] == RESET_SEEDED  # a seeded reset in flight keeps its seed
+        # A seeded reset in flight keeps its seed: its command is consumed only when its row
+        # is taken, so a worker killed after the reset ran but before its commit leaves it.
+        seeded = lay.command[lost] == RESET_SEEDED
         lay.command[lost[~seeded]] = RESET
         self._push(worker, lost)
 
@@ -695,9 +721,8 @@ def _structured(plan: Plan, cols: list[npt.NDArray[Any]]) -> Any:
 def _field_names(plan: Plan) -> tuple[str, ...]:
     names = ["obs", "reward", "terminated", "truncated", "env_id", "elapsed_step",
              "episode_return", "episode_length", *(f.name for f in plan.info), "env_error"]
-    if plan.same_step:
-        names += [f"final_{f.name}" for f in plan.obs]
-        names.append("final_info.elapsed_step")
+    if plan.same_step:  # one final_obs field, a dict or tuple of arrays as obs is
+        names += ["final_obs", "final_info.elapsed_step"]
     return tuple(names)
 
 

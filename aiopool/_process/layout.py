@@ -5,7 +5,8 @@ arrays below are the same bytes in every process. Nothing has a name in ``/dev/s
 lives exactly as long as the last process that maps it, so a crash leaks nothing.
 
 Per env ``i`` (written by whoever holds the env at that moment):
-    ``action[i]``, ``command[i]``, ``seed[i]``        the pool, before it queues ``i``
+    ``action[i]``, ``command[i]``, ``seed[i]``        the pool, before it queues ``i`` (and
+                                                      ``command[i]`` when it takes ``i``'s row)
     ``obs.*[i]``, ``reward[i]``, ... ``status[i]``    the env's worker, before it completes ``i``
     ``error[i]``                                      the worker, when the env raised
 Per worker ``w`` (single producer, single consumer rings of env ids):

@@ -31,6 +31,9 @@ import numpy as np
 from aiopool._process.layout import ENV_ERROR, OK, RESET_SEEDED, STEP
 
 _COMMIT_AFTER_NS = 1_000_000  # commit the rows that ran once a wake-up's envs took this long
+# A test hook (tests/test_process_backend.py): while the file ``hold`` exists in this folder, a
+# worker that has written rows waits before committing them, and says so with ``held-<pid>``.
+_HOLD_DIR = os.environ.get("AIOPOOL_TEST_HOLD_COMMIT")
 
 
 def main() -> None:
@@ -137,6 +140,8 @@ class Worker:
                 else:
                     outbox[np.arange(done, done + ran) % cap] = ids
                 done += ran
+                if _HOLD_DIR is not None:
+                    _hold_before_commit(_HOLD_DIR)
                 self._store(outbox_tail, done)  # the commit: these envs' rows are complete
                 # The pool sleeps on its eventfd: ring it if these rows complete its batch.
                 if self._load(armed) and 0 < self._add(need, -ran) <= ran:
@@ -223,7 +228,8 @@ class Worker:
             if final[j]:
                 return_of[i], length_of[i] = 0.0, 0
         self._store(busy, 0)
-        lay.command[ids] = STEP  # a staged seed is used once
+        # The env's command (a staged seed) is left as it is: the pool consumes it when it
+        # takes the row, so a worker killed before its commit leaves the command to redo.
         lay.reward[ids] = reward
         lay.terminated[ids] = terminated
         lay.truncated[ids] = truncated
@@ -237,6 +243,17 @@ class Worker:
                 column[ongoing] = 0
             lay.final_elapsed_step[ongoing] = 0  # type: ignore[index]
         return n
+
+
+def _hold_before_commit(folder: str) -> None:
+    """The test hook of ``_HOLD_DIR``: wait (rows written, not committed) while it says so."""
+    hold = os.path.join(folder, "hold")
+    if not os.path.exists(hold):
+        return
+    with open(os.path.join(folder, f"held-{os.getpid()}"), "w"):
+        pass
+    while os.path.exists(hold):
+        time.sleep(0.001)
 
 
 def _ring_read(box: np.ndarray, head: int, tail: int, cap: int) -> np.ndarray:

@@ -286,7 +286,7 @@ def _rows_in_order(batch: Batch, ids: npt.NDArray[np.int32], plan: Plan,
     if (plan.final_info or plan.final_obs is not None) and (
             np.count_nonzero(terminated) or np.count_nonzero(truncated)):
         if plan.final_obs is not None:
-            info["final_obs"] = f[plan.final_obs].copy()
+            info["final_obs"] = obs_map(_copy, [f[plan.final_obs]])
         if plan.final_info:
             info["final_info"] = {key: f[i].copy() for i, key in plan.final_info}
     if copy_obs:
@@ -310,7 +310,8 @@ def _rows(batches: list[Batch], plan: Plan, base: dict[str, Any] | None = None) 
     if (plan.final_info or plan.final_obs is not None) and (
             np.count_nonzero(terminated) or np.count_nonzero(truncated)):
         if plan.final_obs is not None:
-            info["final_obs"] = f[plan.final_obs].take(order, axis=0)
+            info["final_obs"] = obs_map(lambda parts: parts[0].take(order, axis=0),
+                                        [f[plan.final_obs]])
         if plan.final_info:
             info["final_info"] = {key: f[i][order] for i, key in plan.final_info}
     obs = f[0]

@@ -233,7 +233,7 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
                 objects = np.full(n, None, dtype=object)
                 for row, i in enumerate(rows.env_id.tolist()):
                     if ended[i]:
-                        objects[i] = final_obs[row]
+                        objects[i] = _row_of(final_obs, row)
                 infos["final_obs"], infos["_final_obs"] = objects, ended.copy()
                 if final_info is not None:
                     inner: dict[str, Any] = {}
@@ -251,6 +251,16 @@ def _autoreset_mode(value: str | AutoresetMode) -> AutoresetMode:
             return mode
     raise ValueError(f"autoreset_mode is {value!r}, expected a gymnasium AutoresetMode or one "
                      f"of {[m.value for m in _POOL_MODES]} or {list(_POOL_MODES.values())}")
+
+
+def _row_of(obs: Any, row: int) -> Any:
+    """One env's observation in a batch's obs: an array row, or for Dict / Tuple spaces (the
+    process backend's dict / tuple of arrays) the dict / tuple of that row, as the env gave."""
+    if isinstance(obs, dict):
+        return {key: value[row] for key, value in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(value[row] for value in obs)
+    return obs[row]
 
 
 def _spread(value: Array, env_id: npt.NDArray[np.int32], n: int) -> Array:

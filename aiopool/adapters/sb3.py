@@ -20,6 +20,7 @@ The ``type: ignore`` on the imports keeps mypy clean where the optional extra is
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -35,7 +36,7 @@ from stable_baselines3.common.vec_env.base_vec_env import (  # type: ignore[impo
     VecEnvStepReturn,
 )
 
-from . import Lockstep
+from . import Lockstep, obs_map
 
 __all__ = ["Sb3VecEnv", "make_sb3"]
 
@@ -106,7 +107,8 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
                 for k in self._family:  # the ended episode's value where the pool keeps one
                     if k in final:
                         env_info[k] = final[k][i].item()
-                env_info["terminal_observation"] = info["final_obs"][i]
+                env_info["terminal_observation"] = obs_map(functools.partial(_row, i),
+                                                           [info["final_obs"]])
                 env_info["episode"] = {"r": round(float(returns[i]), 6),
                                        "l": int(info["episode_length"][i]), "t": elapsed}
         return rows.obs, rows.reward.astype(np.float32), done, infos
@@ -161,3 +163,8 @@ def make_sb3(env_id: str, num_envs: int = 1, *, seed: int | None = 0,
             ``max_episode_steps``.
     """
     return Sb3VecEnv(env_id, num_envs, seed=seed, num_threads=num_threads, **make_kwargs)
+
+
+def _row(i: int, parts: list[npt.NDArray[Any]]) -> Any:
+    """Row ``i`` of an obs array (``obs_map`` applies it per key of Dict observations)."""
+    return parts[0][i]
