@@ -32,7 +32,7 @@ import numpy.typing as npt
 from ._holders import Holders, call_soon_weakly, current_holder, weak_call
 from ._waiting import Doorbell, Item
 from .batch import Batch
-from .errors import EnvError, NothingInFlight, PoolClosed
+from .errors import EnvError, NothingInFlight, PoolClosed, WorkerDied
 from .spec import EnvSpec
 
 _YIELD_EVERY = 8
@@ -354,11 +354,18 @@ class Pool:
 
         Raises:
             PoolClosed: the pool is closed.
+            WorkerDied: (process backend) a worker died and was not replaced; its lost envs
+                are named, receivers parked for their rows are told, and the next flush goes
+                on.
         """
         self._check_open()
         if timeout is not None:
             timeout = _finite_or_none(timeout)
-        rows = int(self._native.flush(-1.0 if timeout is None else timeout))
+        try:
+            rows = int(self._native.flush(-1.0 if timeout is None else timeout))
+        except WorkerDied:
+            self._schedule_check()  # parked receivers may have waited for the lost rows
+            raise
         self._check_open()  # closed meanwhile from another thread
         if rows > 0:
             self._doorbell.serve()

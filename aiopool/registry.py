@@ -140,7 +140,9 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
         backend: ``"threads"`` or ``"processes"``; default: threads for native ids, processes
             for everything else.
         num_workers: worker processes (process backend; default: the cores, at most
-            ``num_envs``). Env ``i`` lives in worker ``i // ceil(num_envs / num_workers)``.
+            ``num_envs``). Env ``i`` lives in worker ``i // ceil(num_envs / num_workers)``, and
+            only workers that hold an env start: ``ceil(num_envs / ceil(num_envs /
+            num_workers))`` of them (4 envs on 3 workers: 2 workers of 2 envs).
         restart: process backend: replace a worker process that dies with a fresh one (its
             envs start new episodes; those that had an action in flight return a reset row),
             instead of raising ``aiopool.WorkerDied``.
