@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-dm_env = pytest.importorskip("dm_env")
+dm_env = pytest.importorskip("dm_env", reason="needs dm-env: pip install -e '.[test]'")
 from absl.testing import absltest  # noqa: E402
 from dm_env import specs, test_utils  # noqa: E402
 

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-pytest.importorskip("stable_baselines3")
+pytest.importorskip("stable_baselines3", reason="needs stable-baselines3: pip install -e '.[test]'")
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecNormalize
 

@@ -36,7 +36,8 @@ def test_throughput_quick_run_writes_json_and_plot(tmp_path: Path) -> None:
 
 
 def test_inference_quick_run_writes_json_and_plot(tmp_path: Path) -> None:
-    pytest.importorskip("torch", reason="the inference benchmark's policy is a torch MLP")
+    pytest.importorskip("torch", reason="needs torch (the benchmark's policy is a torch MLP): "
+                                        "pip install -e '.[test]'")
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "inference.py"), "--quick",
          "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)

@@ -30,7 +30,8 @@ def test_legacy_gymnasium_runs_and_equals_the_gymnasium_line(
 
 
 def test_sb3_ppo_runs_with_a_tiny_budget(capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("stable_baselines3")
+    pytest.importorskip("stable_baselines3",
+                        reason="needs stable-baselines3: pip install -e '.[test]'")
     import sb3_ppo
 
     out = sb3_ppo.main(sb3_ppo.Args(num_envs=4, total_timesteps=512, n_steps=32,

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="needs torch: pip install -e '.[test]'")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
@@ -29,7 +29,7 @@ import ppo_cartpole_async as ppo  # noqa: E402
 import rlpyt_samplers as samplers  # noqa: E402
 
 needs_mlserver = pytest.mark.skipif(importlib.util.find_spec("mlserver") is None,
-                                    reason="pip install -e '.[mlserver]'")
+                                    reason="needs mlserver: pip install -e '.[test]'")
 
 
 def _children() -> set[int]:

@@ -171,7 +171,7 @@ async def test_a_wrong_sized_result_is_a_clear_error() -> None:
 @pytest.mark.asyncio
 async def test_eight_consumers_stream_a_pool_through_a_torch_policy() -> None:
     """The snippet of the README: one DynamicBatcher, eight consumers over one pool."""
-    torch = pytest.importorskip("torch", reason="pip install torch==2.13.0")
+    torch = pytest.importorskip("torch", reason="needs torch: pip install -e '.[test]'")
     from aiopool.inference import torch_policy
 
     torch.manual_seed(0)

@@ -26,8 +26,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+pytest.importorskip("grpc", reason="needs grpcio: pip install -e '.[test]'")
+
 import aiopool
-from aiopool.inference.kserve import InferenceServerError, InferenceServerTimeout, KServePolicy
+from aiopool.inference.kserve import (
+    InferenceServerError,
+    InferenceServerTimeout,
+    KServePolicy,
+)
 from aiopool.inference.testing import (
     MLServerProcess,
     mlserver_process,

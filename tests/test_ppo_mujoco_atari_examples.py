@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
+pytest.importorskip("torch", reason="needs torch: pip install -e '.[test]'")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
