@@ -603,3 +603,18 @@ def test_closing_a_pool_while_a_sync_caller_steps_its_envs() -> None:
     caller.join(timeout=5)
     assert not caller.is_alive(), "recv_blocking did not end after close()"
     assert len(outcome) == 1 and isinstance(outcome[0], aiopool.Batch | aiopool.PoolClosed)
+
+
+def test_make_gymnasium_passes_a_process_envs_info_keys_to_the_pool() -> None:
+    """``info_keys={key: dtype}`` is aiopool.make's (a process-backed env's info keys): the
+    adapter hands it to the pool and reports those keys, as SyncVectorEnv does."""
+    from helpers import CountingEnv
+
+    with closing(make_gymnasium(CountingEnv, 2, seed=3,
+                                info_keys=CountingEnv.INFO)) as env:
+        _, info = env.reset()
+        reference = gym.vector.SyncVectorEnv([CountingEnv, CountingEnv])
+        _, ref_info = reference.reset(seed=3)
+        np.testing.assert_array_equal(info["draw"], ref_info["draw"])
+        assert info["draw"].dtype == np.float64
+        reference.close()

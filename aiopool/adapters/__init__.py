@@ -21,7 +21,7 @@ rare calls whose rows come in several batches, are copied in Python (``_rows_in_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -92,6 +92,8 @@ class Lockstep:
     Args:
         env_id, num_envs, seed, autoreset, num_threads: as ``aiopool.make``.
         info_keys: the info keys the adapter reads (default all); the others are not copied.
+            A mapping of key to dtype is ``aiopool.make``'s (the info keys a process-backed
+            env reports): it goes to the pool, and the adapter reads every key.
         copy_obs: False returns the obs of a call whose rows arrive in env id order as the
             pool's read-only view instead of a copy (``SyncVectorEnv(copy=False)``).
         **make_kwargs: passed on to ``aiopool.make`` (``max_episode_steps``, env kwargs, ...).
@@ -115,6 +117,8 @@ class Lockstep:
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs is {num_envs!r}, expected a positive int")
         self.num_envs = num_envs
+        if isinstance(info_keys, Mapping):  # make()'s info_keys, for a process-backed env
+            make_kwargs["info_keys"], info_keys = info_keys, None
         self.pool: Pool = make(env_id, num_envs, batch_size=num_envs,
                                num_threads=num_threads, seed=seed, autoreset=autoreset,
                                **make_kwargs)
