@@ -101,9 +101,12 @@ class Doorbell:
         """Put a batch (or a fault) a cancelled receiver already held back at the front of the
         queue, and hand it to the next waiter at once (the eventfd only rings for native
         blocks)."""
-        batch = item if isinstance(item, Batch) else getattr(item, "batch", None)
-        if isinstance(batch, Batch):
-            self._un_hand_out(batch)
+        if isinstance(item, Batch):
+            self._un_hand_out(item)
+            item = item._moved()
+        elif isinstance(getattr(item, "batch", None), Batch):  # an env's error and its batch
+            self._un_hand_out(item.batch)  # type: ignore[attr-defined]
+            item.batch = item.batch._moved()  # type: ignore[attr-defined]
         self._push_back(item)
         self._dispatch()
 

@@ -94,6 +94,18 @@ class Batch:
             raise PoolClosed("the pool of this batch no longer exists")
         pool._send_batch(actions, self)
 
+    def _moved(self) -> Batch:
+        """The same rows in a new Batch object, handed to nobody: a batch given back by a
+        cancelled receiver goes on in a new object, since the cancelled task's traceback may
+        keep the old one alive (a receiver that drops the batch must really drop it)."""
+        new = Batch.__new__(Batch)
+        new.obs, new.reward, new.terminated, new.truncated = (
+            self.obs, self.reward, self.terminated, self.truncated)
+        new.env_id, new._handle, new._fields, new._info = (
+            self.env_id, self._handle, self._fields, self._info)
+        new._names, new._pool, new._token = self._names, self._pool, 0
+        return new
+
     def release(self) -> None:
         """Say that this task will not send this batch's actions (it keeps the arrays).
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import numpy as np
@@ -197,3 +198,26 @@ async def test_a_batch_returned_by_a_finished_task_counts_until_dropped() -> Non
         del got
         with pytest.raises(aiopool.NothingInFlight):
             await asyncio.wait_for(waiter, 2)
+
+
+@pytest.mark.asyncio
+async def test_a_batch_given_back_by_a_cancelled_receiver_can_be_dropped_by_the_next() -> None:
+    """The cancelled task keeps its CancelledError, whose traceback keeps what it was handed:
+    the batch goes on in a new object, so the receiver that drops it really drops it."""
+    with counting(num_envs=2, batch_size=2, num_threads=1, step_ns=20_000) as pool:
+        pool.async_reset()
+        a = asyncio.ensure_future(pool.recv())
+        await asyncio.sleep(0)
+        time.sleep(0.05)
+        assert pool.try_recv() is None  # serves the parked receiver first
+        a.cancel()
+        await asyncio.wait([a])  # `a` (and its traceback) stays alive
+
+        async def consumer() -> None:
+            batch = await pool.recv(timeout=5)
+            del batch
+
+        await asyncio.create_task(consumer())
+        with pytest.raises(aiopool.NothingInFlight):
+            await pool.recv(timeout=2)
+        assert a.cancelled()

@@ -697,6 +697,7 @@ class RemotePool:
             if item._token:
                 self._holders.give_back(item._token)
                 item._token = 0
+            item = item._moved()  # the cancelled task's traceback may keep the old object
             self._busy[item.env_id] = True
             self._held[item.env_id] = True
         self._ready.appendleft(item)
