@@ -1,16 +1,27 @@
 """Model-based test of the pool contract: hypothesis draws random programs (sends, resets, every
-kind of receive, parked, cancelled and concurrent receivers, step(), stream(), bad input, close)
-and runs each on a pool of Counting-v0 and on a Python model of it. After every step:
+kind of receive, parked, cancelled and concurrent receivers, tasks that hold batches unsent,
+crowds of consumers, step(), stream(), bad input, close) and runs each on a pool of Counting-v0
+and on a Python model of it. After every step:
 
 - every env event arrives exactly once, in order per env (obs[:, 0] counts an env's events);
 - every row equals the model's (obs, reward, terminated, truncated, env_id, the info fields and,
   with autoreset="same_step", final_obs / final_info), in all three autoreset modes;
-- a receive fails with NothingInFlight exactly when no batch can come: a batch holds exactly
-  batch_size rows, and each receiver already parked is owed one of the batches to come;
-- nothing hangs: every wait is bounded, and a hang fails with the program that caused it;
+- a receive fails with NothingInFlight exactly when no batch can come (a channel's rule): the
+  rows in flight plus the rows held unsent by other tasks that are not themselves waiting in a
+  receive can fill no batch (a batch holds exactly batch_size rows). Receivers parked ahead do
+  not count (what they get, they may send back); they are served first (FIFO), so a later
+  receive never takes a batch while they wait. Parked receivers get NothingInFlight promptly
+  once the last rows that could serve them are released, dropped, or held by a task that ends
+  by an exception or a cancellation;
+- nothing hangs: every wait is bounded, and a hang fails with the program that caused it, with
+  up to 4x more consumers than num_envs / batch_size can serve at once;
 - batches already received never change, neither after later calls nor after close;
 - bad input is refused with ValueError/TypeError and leaves the pool as it was; arrays in
   non-native byte order or with strides are converted or refused, never reinterpreted.
+
+Holding is explicit: a batch the machine receives only to check it is released at once
+(``batch.release()``), so it never counts as held; tasks that hold batches are modelled
+(``Holder``): actors the machine drives (``Actor``) and the consumers of a crowd.
 
 The model is deterministic: Counting-v0 is, and its reset draw (info["draw"]) is numpy's
 PCG64 stream from SeedSequence(seed + env_id). Which rows share a batch, and when a batch is
@@ -77,7 +88,8 @@ class SpuriousNothingInFlight(ContractViolation):
 
 
 class Stolen(ContractViolation):
-    """A receive got a batch none of which was its own: one a parked receiver is owed."""
+    """A receive got a batch that receivers parked ahead of it are owed (FIFO), or one that
+    cannot exist."""
 
 
 class WrongRows(ContractViolation):
@@ -102,6 +114,10 @@ class AfterClose(ContractViolation):
 
 class Unexpected(ContractViolation):
     """A call ended in a way the contract does not allow (an unexpected exception)."""
+
+
+class Boom(Exception):
+    """A consumer's own error: its task ends by an exception while it holds batches."""
 
 
 class Config(NamedTuple):
@@ -156,6 +172,9 @@ BAD_INPUTS = [
     "reset env id num_envs", "reset env ids repeated", "step with a busy env",
     "step with a bad shape", "step indivisible", "recv(timeout=nan)",
     "recv_blocking(timeout=nan)", "empty send", "empty reset"]
+ACTOR_CMDS = ["send", "send", "release", "drop", "recv", "recv", "raise", "cancel", "return"]
+ACTOR_FINISH = ["send", "release", "drop", "raise", "return", "cancel"]  # in a crowd
+CROWD_ACTS = ["send", "send", "send", "yield, send", "release", "drop", "hold", "raise"]
 AFTER_CLOSE = ["send", "async_reset", "try_recv", "recv", "recv(timeout=1)",
                "recv_blocking(timeout=1)", "step", "stream", "close", "aclose", "batch.send"]
 
@@ -304,9 +323,10 @@ def _arrays(batch: aiopool.Batch) -> dict[str, Array]:
 
 @dataclass
 class Kept:
-    """A received batch, the arrays as received and copies of them."""
+    """A received batch, the arrays as received and copies of them. ``batch`` is None for a
+    batch a task holds: the test must not keep it alive (dropping it releases it)."""
 
-    batch: aiopool.Batch
+    batch: aiopool.Batch | None
     who: str
     originals: dict[str, Array]
     copies: dict[str, Array] = field(default_factory=dict)
@@ -316,9 +336,10 @@ class Kept:
 
     def changes(self) -> list[str]:
         bad = []
-        now = _arrays(self.batch)
+        now = _arrays(self.batch) if self.batch is not None else {}
         for name, copy in self.copies.items():
-            for label, arr in (("as received", self.originals[name]), ("read again", now[name])):
+            again = [("read again", now[name])] if name in now else []
+            for label, arr in [("as received", self.originals[name]), *again]:
                 if not np.array_equal(arr, copy):
                     bad.append(f"{name} ({label}) was {copy.tolist()}, is {arr.tolist()}")
                 if arr.flags.writeable:
@@ -327,12 +348,139 @@ class Kept:
 
 
 @dataclass
-class Receiver:
-    """A recv() task parked on the pool: it is owed one of the batches to come."""
+class Holder:
+    """The model of a task that receives: the env ids of each batch handed to it and not yet
+    sent, released or dropped, and whether it waits in a receive (its rows cannot come back
+    meanwhile, so they do not count for anyone)."""
 
-    task: asyncio.Task[aiopool.Batch]
     name: str
+    batches: list[set[int]] = field(default_factory=list)
+    in_recv: bool = False
+    may_fail: bool = False  # no batch could come at some moment of its current receive
+
+    @property
+    def rows(self) -> int:
+        return sum(map(len, self.batches))
+
+
+@dataclass
+class Receiver:
+    """A receive parked on the pool: a recv() task, or an actor's receive (``task`` is then a
+    future set when it ends, with ("batch", None) or (exception name, exception))."""
+
+    task: asyncio.Future[Any]
+    name: str
+    holder: Holder
+    actor: Actor | None = None
     cancelled: bool = False
+
+    def outcome(self) -> tuple[str, Any]:
+        if self.actor is None or self.task.cancelled():
+            return PoolMachine.outcome(self.task)
+        result: tuple[str, Any] = self.task.result()
+        return result
+
+
+class Actor:
+    """A consumer task the machine drives: it receives batches and holds them unsent until it is
+    told to send, release or drop one, to receive again (holding what it has), to raise, or to
+    return (what it holds then counts until the machine drops it). It updates the model itself,
+    at the moment it acts. Cancelling its task is a cancellation while it holds batches."""
+
+    def __init__(self, m: PoolMachine, name: str) -> None:
+        self.m = m
+        self.name = name
+        self.holder = Holder(name)
+        self.held: list[aiopool.Batch] = []  # the only references to the batches it holds
+        self.released: list[aiopool.Batch] = []  # released but kept: they must not count
+        self.inbox: deque[tuple[str, Any, asyncio.Future[Any]]] = deque()
+        self.wake = asyncio.Event()
+        self.keep_after_return = True
+        self.receives = 0
+        self.task = m.loop.create_task(self.main())
+        self.task.add_done_callback(self.ended)  # before the pool's own callback on the task
+
+    def order(self, cmd: str, arg: Any = None) -> asyncio.Future[Any]:
+        """Queue a command; the future is set when the actor has carried it out."""
+        fut: asyncio.Future[Any] = self.m.loop.create_future()
+        self.inbox.append((cmd, arg, fut))
+        self.m.loop.call_soon(self.wake.set)
+        return fut
+
+    async def main(self) -> None:
+        while True:
+            while not self.inbox:
+                self.wake.clear()
+                await self.wake.wait()
+            cmd, arg, fut = self.inbox[0]
+            if cmd == "recv":
+                await self.receive(fut)
+            elif cmd == "raise":
+                raise Boom(f"{self.name} fails holding {self.holder.rows} rows")
+            elif cmd == "return":
+                self.keep_after_return = bool(arg)
+                return
+            else:
+                self.act(cmd, arg)
+                fut.set_result(None)
+            self.inbox.popleft()
+            del fut
+
+    async def receive(self, fut: asyncio.Future[Any]) -> None:
+        m, h = self.m, self.holder
+        who = f"{self.name} recv {self.receives} (holding {h.rows} rows)"
+        self.receives += 1
+        try:
+            batch = await m.recv_as(h)
+        except asyncio.CancelledError:
+            fut.cancel()
+            raise
+        except Exception as e:  # NothingInFlight, PoolClosed; anything else is judged
+            fut.set_result((type(e).__name__, e))
+            return
+        try:
+            m.deliver([(batch, who)], hold=h)
+        except ContractViolation as e:
+            m.record(e)
+        self.held.append(batch)
+        del batch
+        fut.set_result(("batch", None))
+
+    def act(self, cmd: str, via: str) -> None:
+        """Send, release or drop the oldest batch it holds."""
+        if not self.held:
+            return
+        m = self.m
+        b = self.held.pop(0)
+        self.holder.batches.pop(0)
+        m.note(f"{self.name}: {cmd} env_id={b.env_id.tolist()}"
+               + (f" via {via}" if cmd == "send" else ""))
+        if cmd == "send":
+            m.send_back(b, via)
+        elif cmd == "release":
+            b.release()
+            self.released.append(b)
+        del b  # "drop": the batch is garbage now
+        m.mark_stranded()
+
+    def drop_all(self) -> None:
+        """Drop every batch it holds (from outside its task)."""
+        self.held.clear()
+        self.m.holder_gone(self.holder)
+
+    def ended(self, task: asyncio.Task[None]) -> None:
+        """Its task ended: by an exception or a cancellation (the pool releases what it held),
+        or by returning (what it holds counts until dropped)."""
+        exc = None if task.cancelled() else task.exception()
+        for _, _, fut in self.inbox:
+            fut.cancel()
+        self.inbox.clear()
+        if exc is not None and not isinstance(exc, Boom):
+            self.m.record(exc if isinstance(exc, ContractViolation) else Unexpected(
+                f"{self.name} ended with {type(exc).__name__}: {exc!r}"))
+        if exc is None and not task.cancelled() and self.keep_after_return:
+            return
+        self.drop_all()
 
 
 def _waiting(pool: aiopool.Pool) -> int | None:
@@ -371,8 +519,10 @@ def guarded(closed_op: str | None) -> Callable[[Rule], Rule]:
                     body(self, **kw)
                 elif closed_op:
                     self.after_close_check(closed_op)
+                if not self.closed and self.violation is None:
+                    self.expect_stranded()
             except Exception as e:
-                self.violation = e
+                self.record(e)
 
         return guarded_rule  # type: ignore[return-value]
 
@@ -393,7 +543,10 @@ class PoolMachine(RuleBasedStateMachine):
         self.pool: aiopool.Pool | None = None
         self.cfg: Config | None = None
         self.envs: list[EnvModel] = []
-        self.parked: list[Receiver] = []
+        self.parked: list[Receiver] = []  # in the pool's FIFO order
+        self.holders: list[Holder] = []  # tasks that receive, hold, or are parked
+        self.actors: list[Actor] = []
+        self.eager = False  # settle parked receivers as soon as they end (in a crowd)
         self.kept: deque[Kept] = deque(maxlen=KEEP)
         self.log: list[str] = []
         self.closed = False
@@ -428,18 +581,72 @@ class PoolMachine(RuleBasedStateMachine):
         if not ok:
             self.fail(msg, kind)
 
+    def record(self, e: BaseException) -> None:
+        """A violation found inside a task: the first one is raised at teardown."""
+        if self.violation is None:
+            self.violation = e if isinstance(e, Exception) else Unexpected(repr(e))
+
     @property
     def rows_pending(self) -> int:
+        """Rows sent and not yet delivered (in flight, ready, given back, or on their way to
+        a parked receiver)."""
         return sum(len(e.pending) for e in self.envs)
 
-    def can_complete(self, ahead: int | None = None) -> bool:
-        """Whether a new receiver gets a batch: one goes to each receiver ahead of it first."""
-        ahead = len(self.parked) if ahead is None else ahead
-        return self.rows_pending >= self.c.batch_size * (ahead + 1)
+    def held_rows(self, me: Holder | None = None) -> int:
+        """Rows held unsent by holders other than ``me`` that do not wait in a receive."""
+        return sum(h.rows for h in self.holders if not h.in_recv and h is not me)
+
+    def held_envs(self) -> set[int]:
+        return {i for h in self.holders for b in h.batches for i in b}
+
+    def free(self, e: EnvModel) -> bool:
+        """An env other rules may send to: idle, and in no batch a task holds."""
+        return e.idle and all(e.id not in b for h in self.holders for b in h.batches)
+
+    def can_come(self, me: Holder | None = None) -> bool:
+        """Whether a batch can still come for a receive of ``me``: the rows undelivered and
+        those other tasks hold and may still send fill one (parked receivers ahead do not
+        matter: what they get, they may send back). Rows on their way to a parked receiver are
+        undelivered here and held there: either way they count, and while any exist the sum
+        is at least batch_size whichever receivers the pool still counts as parked."""
+        return self.rows_pending + self.held_rows(me) >= self.c.batch_size
+
+    def expect(self, me: Holder | None = None) -> str:
+        """What a new receive of ``me`` does: "batch" (it gets one: every receiver parked
+        ahead gets one first), "wait" (a batch can come, not now) or "none" (NothingInFlight at
+        once)."""
+        if self.rows_pending >= self.c.batch_size * (len(self.parked) + 1):
+            return "batch"
+        return "wait" if self.can_come(me) else "none"
+
+    def mark_stranded(self) -> None:
+        """Held or undelivered rows went away: if no batch can come now, every receiver waiting
+        may get NothingInFlight (the pool checks them soon)."""
+        if not self.can_come():
+            for h in self.holders:
+                if h.in_recv:
+                    h.may_fail = True
+
+    def holder_gone(self, h: Holder) -> None:
+        h.batches.clear()
+        if h in self.holders:
+            self.holders.remove(h)
+        self.mark_stranded()
+
+    async def recv_as(self, h: Holder, timeout: float | None = None) -> aiopool.Batch:
+        """``pool.recv()`` in the task that ``h`` models (its rows stop counting meanwhile)."""
+        h.in_recv = True
+        h.may_fail = not self.can_come(h)
+        try:
+            return await self.p.recv(timeout=timeout)
+        finally:
+            h.in_recv = False
 
     def why(self) -> str:
-        return (f"model: {self.rows_pending} rows undelivered, {len(self.parked)} receivers "
-                f"parked ahead, batch_size {self.c.batch_size}")
+        held = self.held_rows()
+        return (f"model: {self.rows_pending} rows undelivered, {held} rows held unsent by tasks "
+                f"not waiting in a receive, {len(self.parked)} receivers parked ahead, "
+                f"batch_size {self.c.batch_size}")
 
     def run(self, aw: Awaitable[Any], what: str, bound: float = HANG,
             kind: type[ContractViolation] = Hang) -> asyncio.Task[Any]:
@@ -464,7 +671,67 @@ class PoolMachine(RuleBasedStateMachine):
         self.receivers_made += 1
         return asyncio.ensure_future(aw, loop=self.loop)
 
-    def park_until_registered(self, task: asyncio.Task[Any], what: str, expect: bool) -> None:
+    def start_parked(self, who: str, expect: str, why: str, timeout: float | None) -> None:
+        """A recv() task that stays parked in the pool's FIFO while later rules run (or ends
+        at once, as ``expect`` says)."""
+        h = Holder(who, in_recv=True, may_fail=expect == "none")
+        self.holders.append(h)  # before it parks: a release meanwhile may strand it
+        self.note(f"{who} ({self.says(expect)})")
+        task = self.new_receiver(self.p.recv(timeout=timeout))
+        self.park_until_registered(task, who, expect != "none")
+        if task.done():
+            self.holder_gone(h)
+            self.judge(who, expect, why, *self.outcome(task))
+            return
+        self.check(expect != "none", f"{who} parked though no batch can come ({why}); it "
+                   "would wait forever instead of raising NothingInFlight",
+                   MissingNothingInFlight)
+        self.parked.append(Receiver(task, who, h))
+        task.add_done_callback(self.eager_settle)
+
+    def actor_recv(self, a: Actor) -> None:
+        """Actor ``a`` receives, holding what it holds."""
+        expect, why = self.expect(a.holder), self.why()
+        who = f"{a.name} recv #{a.receives} holding {a.holder.rows} rows"
+        self.note(f"{who} ({self.says(expect)})")
+        fut = a.order("recv")
+        self.park_until_registered(fut, who, expect != "none")
+        r = Receiver(fut, who, a.holder, a)
+        if fut.done():
+            what, value = r.outcome()
+            if what == "batch":  # the actor delivered it
+                self.check(expect == "batch", f"{who} got a batch though {self.no_batch(expect)}"
+                           f" ({why})", Stolen)
+            else:
+                self.judge(who, expect, why, what, value)
+            return
+        self.check(expect != "none", f"{who} parked though no batch can come ({why}); it "
+                   "would wait forever instead of raising NothingInFlight",
+                   MissingNothingInFlight)
+        self.parked.append(r)
+        fut.add_done_callback(self.eager_settle)
+
+    def eager_settle(self, _: asyncio.Future[Any]) -> None:
+        """In a crowd, a parked receiver's batch is checked and released as soon as it comes
+        (or the crowd would wait for it: a task that returned a batch may still send it)."""
+        if self.eager and self.violation is None:
+            try:
+                self.settle()
+            except Exception as e:
+                self.record(e)
+
+    @staticmethod
+    def says(expect: str) -> str:
+        return {"batch": "a batch can come for it", "wait": "a batch can come, but not before "
+                "the receivers parked ahead are served: it waits",
+                "none": "expect NothingInFlight"}[expect]
+
+    @staticmethod
+    def no_batch(expect: str) -> str:
+        return ("every batch that can come is owed to the receivers parked ahead"
+                if expect == "wait" else "no batch can exist")
+
+    def park_until_registered(self, task: asyncio.Future[Any], what: str, expect: bool) -> None:
         """Run the loop until ``task`` has finished or waits in the pool's FIFO."""
 
         async def until() -> None:
@@ -479,7 +746,7 @@ class PoolMachine(RuleBasedStateMachine):
                  Hang if expect else MissingNothingInFlight)
 
     @staticmethod
-    def outcome(task: asyncio.Task[Any]) -> tuple[str, Any]:
+    def outcome(task: asyncio.Future[Any]) -> tuple[str, Any]:
         if task.cancelled():
             return "cancelled", None
         exc = task.exception()
@@ -487,23 +754,21 @@ class PoolMachine(RuleBasedStateMachine):
             return "batch", task.result()
         return type(exc).__name__, exc
 
-    def judge(self, who: str, expect: bool, why: str, what: str, value: Any,
+    def judge(self, who: str, expect: str, why: str, what: str, value: Any,
               timeout_ok: bool = False, cancel_ok: bool = False) -> None:
-        """Check how a receive ended against the model's expectation (taken before it ran)."""
-        tally(f"{who.split(' #')[0].split(' recv ')[0]}: {what}"
-              f"{'' if expect else ' (expected NothingInFlight)'}")
+        """Check how a receive ended against the model's expectation (taken before it ran; the
+        receive ran alone: nothing else acted meanwhile)."""
+        tally(f"{who.split(' #')[0].split(' recv ')[0]}: {what} (expected {expect})")
         if what == "batch":
-            self.check(expect, f"{who} returned env_id={value.env_id.tolist()} though no batch "
-                       f"can be its own ({why}): " + (
-                           "it took a batch a parked receiver is owed" if "0 receivers" not in why
-                           else "no such batch can exist"), Stolen)
+            self.check(expect == "batch", f"{who} returned env_id={value.env_id.tolist()} though "
+                       f"{self.no_batch(expect)} ({why})", Stolen)
             self.deliver([(value, who)])
         elif what == "NothingInFlight":
-            self.check(not expect, f"{who} raised NothingInFlight though a batch can come "
-                       f"({why}): {value}", SpuriousNothingInFlight)
+            self.check(expect == "none", f"{who} raised NothingInFlight though a batch can "
+                       f"come ({why}): {value}", SpuriousNothingInFlight)
         elif what == "TimeoutError" and timeout_ok:
-            self.check(expect, f"{who} timed out instead of raising NothingInFlight at once "
-                       f"({why})", MissingNothingInFlight)
+            self.check(expect != "none", f"{who} timed out instead of raising NothingInFlight "
+                       f"at once ({why})", MissingNothingInFlight)
             self.maybe_given_back = True  # it may have held a batch when the timeout fired
         elif not (what == "cancelled" and cancel_ok):
             self.fail(f"{who} raised {what}: {value!r} ({why})")
@@ -511,8 +776,9 @@ class PoolMachine(RuleBasedStateMachine):
     # -- delivery -----------------------------------------------------------------------------
 
     def deliver(self, got: list[tuple[aiopool.Batch, str]], size: int | None = None,
-                ordered: bool = False) -> None:
-        """Check received batches against the model; the rows of one env in event order."""
+                ordered: bool = False, hold: Holder | None = None) -> None:
+        """Check received batches against the model; the rows of one env in event order. Then
+        release them (the machine only checks them), unless ``hold`` holds them unsent."""
         size = self.c.batch_size if size is None else size
         same_step = self.c.autoreset == "same_step"
         rows: list[tuple[int, int, aiopool.Batch, int, str]] = []
@@ -527,7 +793,7 @@ class PoolMachine(RuleBasedStateMachine):
                 self.check(ids == list(range(size)), f"{who}: step() rows are not ordered by "
                            f"env_id: {ids}", WrongRows)
             rows += [(e, int(batch.obs[r, 0]), batch, r, who) for r, e in enumerate(ids)]
-            self.kept.append(Kept(batch, who, _arrays(batch)))
+            self.kept.append(Kept(None if hold else batch, who, _arrays(batch)))
         for env_id, event, batch, r, who in sorted(rows, key=lambda x: (x[0], x[1])):
             self.check(0 <= env_id < self.c.num_envs, f"{who}: row {r} has env_id {env_id}",
                        WrongRows)
@@ -554,6 +820,12 @@ class PoolMachine(RuleBasedStateMachine):
             env.last_delivered = event
         if self.rows_pending < self.c.batch_size:
             self.maybe_given_back = False  # no whole batch is left anywhere
+        for batch, _ in got:
+            if hold is not None:
+                hold.batches.append(set(batch.env_id.tolist()))
+            else:
+                batch.release()
+        self.mark_stranded()
 
     def check_structure(self, batch: aiopool.Batch, size: int, who: str) -> None:
         self.check(len(batch) == size, f"{who}: a batch of {len(batch)} rows, expected {size}",
@@ -579,20 +851,28 @@ class PoolMachine(RuleBasedStateMachine):
             self.check(not a.flags.writeable, f"{who}: {name} is writeable", BatchChanged)
 
     def settle(self) -> None:
-        """Account for parked receivers that finished."""
+        """Account for parked receivers that finished (loop-free: a callback may call it)."""
         done = [r for r in self.parked if r.task.done()]
         if not done:
             return
         self.parked = [r for r in self.parked if not r.task.done()]
         got = []
         for r in done:
-            what, value = self.outcome(r.task)
+            what, value = r.outcome()
+            if r.actor is None:
+                self.holder_gone(r.holder)
             if what == "batch":
-                got.append((value, r.name))
-            elif what == "cancelled" and r.cancelled:
+                if r.actor is None:  # an actor checks what it gets itself
+                    got.append((value, r.name))
+            elif what == "cancelled" and (r.cancelled or r.actor is not None):  # its task was
                 self.note(f"  -> {r.name}: cancelled")
             elif what == "PoolClosed" and self.closed:
                 self.note(f"  -> {r.name}: PoolClosed")
+            elif what == "NothingInFlight":
+                self.note(f"  -> {r.name}: NothingInFlight")
+                self.check(r.holder.may_fail, f"{r.name}, parked in the pool, got "
+                           f"NothingInFlight though a batch could come all along ({self.why()}):"
+                           f" {value}", SpuriousNothingInFlight)
             else:
                 self.fail(f"{r.name}, parked in the pool, ended with {what}: {value!r}")
         if got:
@@ -620,14 +900,17 @@ class PoolMachine(RuleBasedStateMachine):
     def actions_for(self, ids: list[int], vals: list[int]) -> list[int]:
         return [v % self.c.num_actions for v in vals[:len(ids)]]
 
-    def send_back(self, batch: aiopool.Batch) -> None:
+    def send_back(self, batch: aiopool.Batch, via: str = "pool.send") -> None:
         """What a policy does with a batch: act for its envs, and reset those that ended when
-        autoreset is disabled."""
+        autoreset is disabled (``via="batch.send"``: with ``batch.send`` when it can)."""
         ids = [i for i in batch.env_id.tolist() if self.envs[i].sendable]
         ended = [i for i in batch.env_id.tolist()
                  if self.envs[i].idle and self.envs[i].was_reset and not self.envs[i].sendable]
         actions = [(self.envs[i].events * 7 + i) % self.c.num_actions for i in ids]
-        if ids:
+        if ids and via == "batch.send" and len(ids) == len(batch):
+            batch.send(np.array(actions, dtype=np.int64))
+            self.model_send(ids, actions, "a consumer's batch.send")
+        elif ids:
             self.p.send(np.array(actions, dtype=np.int64), np.array(ids, dtype=np.int32))
             self.model_send(ids, actions, "a consumer's send")
         if ended:
@@ -653,13 +936,14 @@ class PoolMachine(RuleBasedStateMachine):
     @guarded("send")
     def send(self, mask: list[bool], vals: list[int], form: str) -> None:
         self.settle()
-        ids = self.pick(mask, lambda e: e.sendable)
+        ids = self.pick(mask, lambda e: e.sendable and self.free(e))
         if not ids:
             self.note("send: skipped, no env can take an action")
             return
         actions = self.actions_for(ids, vals)
-        source = next((k.batch for k in reversed(self.kept)
-                       if all(self.envs[i].sendable for i in k.batch.env_id.tolist())), None)
+        source = next((k.batch for k in reversed(self.kept) if k.batch is not None and all(
+            self.envs[i].sendable and self.free(self.envs[i])
+            for i in k.batch.env_id.tolist())), None)
         if form == "batch.send" and source is not None:
             ids = source.env_id.tolist()
             actions = self.actions_for(ids, vals)
@@ -684,12 +968,12 @@ class PoolMachine(RuleBasedStateMachine):
     @guarded("async_reset")
     def async_reset(self, mask: list[bool], seed: int | None, every: bool) -> None:
         self.settle()
-        if every and all(e.idle for e in self.envs):
+        if every and all(self.free(e) for e in self.envs):
             self.note(f"async_reset(seed={seed})")
             self.p.async_reset(seed=seed)
             self.model_reset(list(range(self.c.num_envs)), seed, "async_reset")
             return
-        ids = self.pick(mask, lambda e: e.idle)
+        ids = self.pick(mask, self.free)
         if not ids:
             self.note("async_reset: skipped, no env is idle")
             return
@@ -705,18 +989,25 @@ class PoolMachine(RuleBasedStateMachine):
     @guarded("recv")
     def receive(self, kind: str) -> None:
         self.settle()
-        expect, why = self.can_complete(), self.why()
+        expect, why = self.expect(), self.why()
         who = f"{kind} #{self.receivers_made}"
+        timeout = {"recv()": None, "recv(timeout=0)": 0.0, "recv(timeout=0.0005)": 0.0005,
+                   "recv(timeout=30)": 30.0, "recv_blocking(timeout=0)": 0.0,
+                   "recv_blocking(timeout=0.002)": 0.002, "recv_blocking(timeout=5)": HANG,
+                   "try_recv()": None}[kind]
+        if expect == "wait" and kind in ("recv()", "recv(timeout=30)"):
+            self.start_parked(f"{who}, parked", expect, why, timeout)  # a late receive waits
+            return
+        if expect == "wait" and timeout == HANG:
+            timeout = 0.002  # it would wait the whole timeout
+            who += " as recv_blocking(timeout=0.002)"
         self.receivers_made += 1
-        self.note(f"{who} ({'a batch can come' if expect else 'expect NothingInFlight'})")
+        self.note(f"{who} ({self.says(expect)})")
         if kind == "try_recv()":
             batch = self.p.try_recv()
             if batch is not None:
                 self.judge(who, expect, why, "batch", batch)
             return
-        timeout = {"recv()": None, "recv(timeout=0)": 0.0, "recv(timeout=0.0005)": 0.0005,
-                   "recv(timeout=30)": 30.0, "recv_blocking(timeout=0)": 0.0,
-                   "recv_blocking(timeout=0.002)": 0.002, "recv_blocking(timeout=5)": HANG}[kind]
         if kind.startswith("recv_blocking"):
             try:
                 what, value = "batch", self.p.recv_blocking(timeout=timeout)
@@ -724,15 +1015,16 @@ class PoolMachine(RuleBasedStateMachine):
                 what, value = type(e).__name__, e
             if what == "TimeoutError" and timeout == HANG:
                 self.fail(f"{who} waited {HANG} s and timed out" + (
-                    f" though a batch can come ({why})" if expect else
+                    f" though a batch can come ({why})" if expect == "batch" else
                     f" instead of raising NothingInFlight at once ({why})"),
-                    Hang if expect else MissingNothingInFlight)
+                    Hang if expect == "batch" else MissingNothingInFlight)
             self.judge(who, expect, why, what, value, timeout_ok=True)
             return
         task = self.run(self.p.recv(timeout=timeout), (
-            f"{who}, which can get a batch ({why})," if expect else
+            f"{who}, which can get a batch ({why})," if expect != "none" else
             f"{who}, which should have raised NothingInFlight at once ({why}),"),
-            HANG if expect else PROMPT, Hang if expect else MissingNothingInFlight)
+            HANG if expect != "none" else PROMPT, Hang if expect != "none"
+            else MissingNothingInFlight)
         what, value = self.outcome(task)
         self.judge(who, expect, why, what, value, timeout_ok=timeout is not None and timeout < 1)
 
@@ -742,20 +1034,10 @@ class PoolMachine(RuleBasedStateMachine):
         """Receivers that wait in the pool's FIFO while later rules run."""
         for _ in range(n):
             self.settle()
-            expect, why = self.can_complete(), self.why()
+            expect, why = self.expect(), self.why()
             kind = f"recv(timeout={PARKED_TIMEOUT})" if with_timeout else "recv()"
-            who = f"parked {kind} #{self.receivers_made}"
-            self.note(f"{who} ({'a batch can come' if expect else 'expect NothingInFlight'})")
-            task = self.new_receiver(self.p.recv(timeout=PARKED_TIMEOUT if with_timeout
-                                                 else None))
-            self.park_until_registered(task, who, expect)
-            if task.done():
-                self.judge(who, expect, why, *self.outcome(task))
-                continue
-            self.check(expect, f"{who} parked though no batch can be its own ({why}); it "
-                       "would wait forever instead of raising NothingInFlight",
-                       MissingNothingInFlight)
-            self.parked.append(Receiver(task, who))
+            self.start_parked(f"parked {kind} #{self.receivers_made}", expect, why,
+                              PARKED_TIMEOUT if with_timeout else None)
 
     @rule()
     @guarded("")
@@ -763,16 +1045,30 @@ class PoolMachine(RuleBasedStateMachine):
         self.await_parked()
 
     def await_parked(self) -> None:
-        """Every parked receiver gets its batch."""
+        """The receivers parked first get the batches that can come (FIFO); the others wait
+        on (for rows other tasks hold), or get NothingInFlight once none can come."""
         self.settle()
-        if not self.parked:
+        k = min(len(self.parked), self.rows_pending // self.c.batch_size)
+        if not k:
             return
         why = self.why()
-        self.note(f"wait for the {len(self.parked)} parked receivers")
-        self.check(self.rows_pending >= self.c.batch_size * len(self.parked),
-                   f"the parked receivers are owed more batches than can come ({why})", Stolen)
+        self.note(f"wait for the first {k} of the {len(self.parked)} parked receivers")
+        self.run(asyncio.wait([r.task for r in self.parked[:k]]),
+                 f"the first {k} parked receivers, each owed a batch ({why}),")
+
+    def expect_stranded(self) -> None:
+        """Parked receivers get NothingInFlight promptly once no batch can come for them."""
+        self.settle()
+        if not self.parked or self.can_come():
+            return
+        self.mark_stranded()
+        why = self.why()
+        self.note(f"no batch can come any more ({why}): the {len(self.parked)} parked "
+                  "receivers must get NothingInFlight")
         self.run(asyncio.wait([r.task for r in self.parked]),
-                 f"{len(self.parked)} parked receivers, each owed a batch ({why}),")
+                 f"{len(self.parked)} parked receivers that no batch can serve any more ({why}),"
+                 " which should have got NothingInFlight promptly,", PROMPT,
+                 MissingNothingInFlight)
 
     @rule(ms=st.sampled_from([0.2, 2.0]), loop_runs=st.booleans())
     @guarded("")
@@ -791,18 +1087,23 @@ class PoolMachine(RuleBasedStateMachine):
         if not self.parked:
             return
         r = self.parked[index % len(self.parked)]
-        self.note(f"cancel {r.name}")
+        self.note(f"cancel {r.name}" + (f" (its task, holding {r.holder.rows} rows)"
+                                        if r.actor is not None else ""))
         r.cancelled = True
-        r.task.cancel()
         self.maybe_given_back = True
-        self.run(asyncio.wait([r.task]), f"cancelled {r.name}", PROMPT)
+        if r.actor is not None:
+            r.actor.task.cancel()
+            self.run(asyncio.wait([r.actor.task]), f"cancelled {r.actor.name}", PROMPT)
+        else:
+            r.task.cancel()
+            self.run(asyncio.wait([r.task]), f"cancelled {r.name}", PROMPT)
 
     @rule(turns=st.integers(0, 3), with_timeout=st.booleans())
     @guarded("recv")
     def cancel_recv(self, turns: int, with_timeout: bool) -> None:
         """A receiver cancelled after ``turns`` turns of the loop: nothing may be lost."""
         self.settle()
-        expect, why = self.can_complete(), self.why()
+        expect, why = self.expect(), self.why()
         who = f"recv #{self.receivers_made}, cancelled after {turns} loop turns"
         self.note(who)
         task = self.new_receiver(self.p.recv(timeout=30.0 if with_timeout else None))
@@ -812,40 +1113,168 @@ class PoolMachine(RuleBasedStateMachine):
         self.run(asyncio.wait([task]), who, PROMPT)
         self.judge(who, expect, why, *self.outcome(task), cancel_ok=True)
 
-    @rule(n=st.integers(2, 3), rounds=st.integers(1, 4), send_back=st.booleans())
-    @guarded("try_recv")
-    def consumers(self, n: int, rounds: int, send_back: bool) -> None:
-        """Tasks receiving at once, each acting on its batches as a policy would."""
+    # -- rules: tasks that hold batches -------------------------------------------------------
+
+    @rule()
+    @guarded("recv")
+    def hold(self) -> None:
+        """A new actor receives a batch and holds it unsent (at most 3 actors at a time)."""
         self.settle()
+        if sum(not a.task.done() for a in self.actors) >= 3:
+            return
+        a = Actor(self, f"actor {len(self.actors)}")
+        self.actors.append(a)
+        self.holders.append(a.holder)
+        self.actor_recv(a)
+
+    @rule(index=st.integers(0, 7), cmd=st.sampled_from(ACTOR_CMDS),
+          via=st.sampled_from(["batch.send", "pool.send"]))
+    @guarded("recv")
+    def actor_acts(self, index: int, cmd: str, via: str) -> None:
+        """An actor sends, releases or drops the oldest batch it holds, receives again while it
+        holds its batches, raises, is cancelled, or returns (keeping its batches counted until
+        the machine drops them)."""
+        self.settle()
+        self.actors = [a for a in self.actors if not a.task.done() or a.holder.rows]
+        if not self.actors:
+            return
+        a = self.actors[index % len(self.actors)]
+        if a.task.done():
+            self.note(f"drop the {len(a.held)} batches {a.name} returned ({a.holder.rows} rows)")
+            a.drop_all()
+            return
+        receiving = [r for r in self.parked if r.actor is a]
+        if receiving:
+            if cmd == "cancel":
+                self.note(f"cancel {a.name} (holding {a.holder.rows} rows) in its receive")
+                receiving[0].cancelled = True
+                self.maybe_given_back = True
+                a.task.cancel()
+                self.run(asyncio.wait([a.task]), f"cancelled {a.name}", PROMPT)
+            return
+        if cmd in ("send", "release", "drop") and not a.held:
+            cmd = "recv"
+        if cmd == "recv":
+            self.actor_recv(a)
+            return
+        self.note(f"{a.name} holding {a.holder.rows} rows: {cmd}")
+        if cmd == "cancel":
+            a.task.cancel()
+        elif cmd in ("raise", "return"):
+            a.order(cmd, True)
+        else:
+            self.run(a.order(cmd, via), f"{a.name}: {cmd}", PROMPT)
+            return
+        self.run(asyncio.wait([a.task]), f"{a.name}: {cmd}", PROMPT)
+
+    # -- rules: several consumers -------------------------------------------------------------
+
+    @rule(mult=st.integers(1, 4), extra=st.integers(0, 1), rounds=st.integers(1, 4),
+          acts=st.lists(st.sampled_from(CROWD_ACTS), min_size=16, max_size=16),
+          cancels=st.lists(st.tuples(st.integers(0, 31), st.integers(0, 8)), max_size=3),
+          finish=st.lists(st.sampled_from(ACTOR_FINISH), min_size=3, max_size=3))
+    @guarded("try_recv")
+    def consumers(self, mult: int, extra: int, rounds: int, acts: list[str],
+                  cancels: list[tuple[int, int]], finish: list[str]) -> None:
+        """1-4x as many consumers as num_envs / batch_size can serve at once, receiving
+        together; each sends back, releases, drops or holds (and receives again holding) what
+        it gets, or raises; some are cancelled. The actors finish meanwhile. Nobody hangs, and
+        NothingInFlight comes only when no batch could come."""
+        self.settle()
+        c = self.c
+        n = mult * max(1, c.num_envs // c.batch_size) + extra
         why = self.why()
-        self.note(f"{n} consumers x {rounds} recv(){' + send' if send_back else ''}")
-        inside = [0]
+        self.note(f"{n} consumers x {rounds} recv(): {acts[:n]}, cancel {cancels}")
+        finishing: list[asyncio.Future[Any]] = []
+        for i, a in enumerate(self.actors):
+            how = finish[i % len(finish)]
+            if a.task.done():  # it returned: the batches it holds count until dropped
+                self.note(f"  the {len(a.held)} batches {a.name} returned will be dropped")
+                self.loop.call_soon(a.drop_all)
+                continue
+            self.note(f"  {a.name} holding {a.holder.rows} rows will {how}")
+            if how == "cancel":
+                self.loop.call_soon(a.task.cancel)
+                finishing.append(a.task)
+            elif how in ("raise", "return"):
+                finishing.append(a.order(how, False))
+            else:  # every batch it holds, and the one it may be receiving
+                finishing += [a.order(how, "pool.send") for _ in range(len(a.held) + 1)]
 
-        async def consume(cid: int) -> None:
-            for k in range(rounds):
-                who = f"consumer {cid} recv {k}"
-                inside[0] += 1
-                try:
-                    batch = await self.p.recv()
-                except aiopool.NothingInFlight as e:
-                    inside[0] -= 1
-                    # Consumers inside recv() may not be in the pool's FIFO yet: `inside` bounds
-                    # the receivers ahead of this one from above.
-                    ahead = len(self.parked) + inside[0]
-                    self.check(not self.can_complete(ahead), f"{who} raised NothingInFlight "
-                               f"though a batch can come ({self.rows_pending} rows undelivered,"
-                               f" at most {ahead} receivers ahead): {e}", SpuriousNothingInFlight)
-                    return
-                inside[0] -= 1
-                self.settle()
-                self.deliver([(batch, who)])
-                if send_back:
-                    self.send_back(batch)
+        doing: dict[int, str] = {}
 
-        async def together() -> None:
-            await asyncio.gather(*(consume(c) for c in range(n)))
+        async def consume(cid: int, h: Holder) -> None:
+            held: list[aiopool.Batch] = []
+            try:
+                for k in range(rounds):
+                    act = acts[(cid * 5 + k) % len(acts)]
+                    who = f"consumer {cid} recv {k} (holding {h.rows} rows)"
+                    doing[cid] = f"in {who}, then {act}"
+                    try:
+                        batch = await self.recv_as(h)
+                    except aiopool.NothingInFlight as e:
+                        self.check(h.may_fail, f"{who} raised NothingInFlight though a batch "
+                                   f"could come all along ({self.why()}): {e}",
+                                   SpuriousNothingInFlight)
+                        break
+                    self.deliver([(batch, who)], hold=h)
+                    held.append(batch)
+                    del batch
+                    if act == "hold":
+                        continue
+                    if act == "yield, send":
+                        await asyncio.sleep(0)
+                    if act == "raise":
+                        raise Boom(f"consumer {cid} fails holding {h.rows} rows")
+                    b = held.pop()
+                    h.batches.pop()
+                    if act == "release":
+                        b.release()
+                    elif act != "drop":
+                        self.send_back(b)
+                    del b  # dropped: what it still held (envs reset, a release) stops counting
+                    self.mark_stranded()
+            except ContractViolation as e:
+                self.record(e)
+            doing[cid] = "returned"
+            held.clear()  # returning: what it holds is dropped
+            self.holder_gone(h)
 
-        self.run(together(), f"{n} concurrent consumers ({why} at the start)").result()
+        def ended(h: Holder, t: asyncio.Task[None]) -> None:
+            exc = None if t.cancelled() else t.exception()
+            if exc is not None and not isinstance(exc, Boom):
+                self.record(Unexpected(f"{h.name} ended with {type(exc).__name__}: {exc!r}"))
+            self.holder_gone(h)  # ended by an exception or cancelled: nothing it held counts
+
+        async def crowd() -> None:
+            tasks = []
+            for cid in range(n):
+                h = Holder(f"consumer {cid}")
+                self.holders.append(h)
+                tasks.append(self.loop.create_task(consume(cid, h)))
+                tasks[-1].add_done_callback(functools.partial(ended, h))
+            for j, turns in cancels:
+                for _ in range(turns):
+                    await asyncio.sleep(0)
+                tasks[j % n].cancel()
+            await asyncio.wait(tasks)
+
+        self.eager = True
+        try:
+            try:
+                self.run(crowd(), f"{n} concurrent consumers ({why} at the start)")
+            except Hang as e:
+                p = self.p
+                pool_says = (f"pool: {_waiting(p)} waiting, rows_in_flight "
+                             f"{getattr(getattr(p, '_native', None), 'rows_in_flight', '?')}, "
+                             f"{len(getattr(getattr(p, '_holders', None), '_held', ()))} "
+                             "batches counted as held")
+                raise Hang(f"{e}\n  then ({self.why()}; {pool_says}):\n    " + "\n    ".join(
+                    f"consumer {c}: {d}" for c, d in sorted(doing.items()))) from None
+            if finishing:
+                self.run(asyncio.wait(finishing), f"the actors finishing ({self.why()})")
+        finally:
+            self.eager = False
 
     @rule(k=st.integers(1, 4))
     @guarded("stream")
@@ -862,8 +1291,11 @@ class PoolMachine(RuleBasedStateMachine):
         async def body() -> None:
             async with contextlib.aclosing(self.p.stream()) as s:
                 for j in range(k):
-                    expect, why = self.can_complete(), self.why()
+                    expect, why = self.expect(), self.why()
                     who = f"stream() batch {j}"
+                    if expect == "wait":
+                        self.note(f"{who}: not asked for (it would wait: {why})")
+                        return
                     try:
                         batch = await anext(s)
                     except aiopool.NothingInFlight as e:
@@ -881,7 +1313,8 @@ class PoolMachine(RuleBasedStateMachine):
     def step(self, vals: list[int], cancel_after: int | None) -> None:
         self.settle()
         n = self.c.num_envs
-        if n % self.c.batch_size or self.parked or not all(e.sendable for e in self.envs):
+        if (n % self.c.batch_size or self.parked or self.held_envs()
+                or not all(e.sendable for e in self.envs)):
             return
         actions = self.actions_for(list(range(n)), vals)
         self.note(f"step({actions})" + (f", cancelled after {cancel_after} loop turns"
@@ -1042,7 +1475,8 @@ class PoolMachine(RuleBasedStateMachine):
         refused; never read as something else."""
         self.settle()
         resetting = kind.startswith("reset")
-        ids = self.pick(mask, (lambda e: e.idle) if resetting else (lambda e: e.sendable))
+        ids = self.pick(mask, self.free if resetting
+                        else (lambda e: e.sendable and self.free(e)))
         if not ids:
             return
         acts = self.actions_for(ids, vals)
@@ -1134,8 +1568,8 @@ class PoolMachine(RuleBasedStateMachine):
             "step": lambda: self.run(p.step(np.zeros(n, dtype=np.int64)), "step() after close",
                                      PROMPT).result(),
         }
-        if op == "batch.send" and self.kept:
-            batch = self.kept[-1].batch
+        batch = next((k.batch for k in reversed(self.kept) if k.batch is not None), None)
+        if op == "batch.send" and batch is not None:
             calls[op] = lambda: batch.send(np.zeros(len(batch), dtype=np.int64))
         if op in calls:
             try:
@@ -1186,6 +1620,9 @@ class PoolMachine(RuleBasedStateMachine):
                 if self.pool is not None:
                     self.pool.close()
                     tasks = [r.task for r in self.parked]
+                    for a in self.actors:
+                        a.task.cancel()
+                        tasks.append(a.task)
                     if tasks:
                         self.loop.run_until_complete(asyncio.wait(tasks, timeout=PROMPT))
                     for t in tasks:
@@ -1198,20 +1635,37 @@ class PoolMachine(RuleBasedStateMachine):
             raise self.violation
 
     def drain(self) -> None:
-        """Every row owed that can fill a batch arrives; then the pool has nothing in flight."""
+        """The actors end (cancelled, or their returned batches dropped); every row owed that
+        can fill a batch arrives; then the pool has nothing in flight."""
         self.note("drain")
+        self.settle()
+        for a in self.actors:
+            for r in self.parked:
+                r.cancelled = r.cancelled or r.actor is a
+            if a.task.done():
+                a.drop_all()
+            else:
+                a.task.cancel()
+        if self.actors:
+            self.maybe_given_back = True
+            self.run(asyncio.wait([a.task for a in self.actors]), "cancelled actors", PROMPT)
+        self.actors.clear()
+        self.expect_stranded()
         self.await_parked()
+        self.expect_stranded()
+        self.check(not self.parked and not self.held_rows(), f"receivers still parked or rows "
+                   f"still held after the actors ended ({self.why()})")
         while self.rows_pending >= self.c.batch_size:
             why = self.why()
             task = self.run(self.p.recv(), f"recv() while draining ({why})")
-            self.judge("drain recv()", True, why, *self.outcome(task))
+            self.judge("drain recv()", "batch", why, *self.outcome(task))
         why = self.why()
         task = self.run(self.p.recv(), f"the last recv() ({why}), which should have raised "
                         "NothingInFlight at once,", PROMPT, MissingNothingInFlight)
-        self.judge("the last recv()", False, why, *self.outcome(task))
+        self.judge("the last recv()", "none", why, *self.outcome(task))
         batch = self.p.try_recv()
         if batch is not None:
-            self.judge("the last try_recv()", False, why, "batch", batch)
+            self.judge("the last try_recv()", "none", why, "batch", batch)
 
 
 # -- the tests ----------------------------------------------------------------------------------
