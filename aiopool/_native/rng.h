@@ -5,7 +5,7 @@
 // increment come from `np.random.PCG64(np.random.SeedSequence(s)).state`, computed in Python
 // at make()/async_reset(seed=...) time; after that the stream is advanced here only. Each env
 // owns one Rng, touched only by the worker stepping that env. Checked bit for bit against
-// numpy 2.4 (raw stream and Generator.uniform); tests/test_rng.py holds env resets to gymnasium's.
+// numpy 2.4 (raw stream, Generator.uniform and integers); tests/test_rng.py holds env resets to gymnasium's.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +40,40 @@ class Rng {
     return (x >> rot) | (x << ((64u - rot) & 63u));
   }
 
+  // numpy: pcg64_next32. A 32-bit draw takes the low half of a 64-bit word and keeps the high
+  // half for the next 32-bit draw (numpy's `has_uint32` / `uinteger`); 64-bit draws and doubles
+  // leave that buffer as it is.
+  uint32_t next_uint32() {
+    if (has_uint32_) {
+      has_uint32_ = false;
+      return uinteger_;
+    }
+    const uint64_t next = next_uint64();
+    has_uint32_ = true;
+    uinteger_ = static_cast<uint32_t>(next >> 32);
+    return static_cast<uint32_t>(next & 0xffffffffu);
+  }
+
+  // numpy: Generator.integers(0, n) for 1 <= n <= 2^32 (the default int64 dtype, so also
+  // Generator.choice(a) of a sequence of n items): random_bounded_uint64 with Lemire's
+  // rejection on 32-bit draws (buffered_bounded_lemire_uint32). n = 1 draws nothing.
+  int64_t integers(int64_t n) {
+    const uint64_t rng = static_cast<uint64_t>(n) - 1;
+    if (rng == 0) return 0;
+    if (rng == 0xffffffffu) return next_uint32();
+    const uint32_t rng_excl = static_cast<uint32_t>(rng) + 1;
+    uint64_t m = static_cast<uint64_t>(next_uint32()) * rng_excl;
+    uint32_t leftover = static_cast<uint32_t>(m & 0xffffffffu);
+    if (leftover < rng_excl) {
+      const uint32_t threshold = (0xffffffffu - static_cast<uint32_t>(rng)) % rng_excl;
+      while (leftover < threshold) {
+        m = static_cast<uint64_t>(next_uint32()) * rng_excl;
+        leftover = static_cast<uint32_t>(m & 0xffffffffu);
+      }
+    }
+    return static_cast<int64_t>(m >> 32);
+  }
+
   // numpy: next_double = (next_uint64 >> 11) * 2^-53.
   double next_double() { return static_cast<double>(next_uint64() >> 11) * (1.0 / 9007199254740992.0); }
 
@@ -57,6 +91,8 @@ class Rng {
   u128 state_ = 0;
   u128 inc_ = 1;
   int64_t seed_ = -1;
+  bool has_uint32_ = false;
+  uint32_t uinteger_ = 0;
 };
 
 }  // namespace aiopool
