@@ -7,11 +7,12 @@ import importlib
 import importlib.util
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any, cast
 
 import gymnasium as gym
+import numpy as np
 
 from ._native import _core  # the engine and the envs that need no simulator (core_module.cc)
 from ._native.families import CLASSIC_CONTROL, FAMILIES, NativeFamily
@@ -204,8 +205,11 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
         worker_spin_us = 50.0
     config, kinds = _config(module, env_id, env_kwargs)
     numbers = {k: float(v) for k, v in config.items() if kinds[k] in ("bool", "int", "float")}
-    strings = {k: v for k, v in config.items() if kinds[k] == "str"}
-    ranges = {k: [float(x) for x in v] for k, v in config.items() if kinds[k] == "range"}
+    # None (an optional_str or lines kwarg) is a key left out; rows of lines travel joined.
+    strings = {k: "\n".join(v) if kinds[k] == "lines" else v for k, v in config.items()
+               if kinds[k] in ("str", "optional_str", "lines") and v is not None}
+    ranges = {k: [float(x) for x in v] for k, v in config.items()
+              if kinds[k] in ("range", "numbers")}
     native = cast(_core.Pool, module.Pool(
         env_id, numbers, strings, ranges, num_envs, batch_size, num_threads, autoreset,
         int(worker_spin_us * 1000), -1 if max_episode_steps is None else max_episode_steps,
@@ -254,9 +258,47 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "str": lambda v: isinstance(v, str | os.PathLike | int) and not isinstance(v, bool),
     "range": lambda v: (isinstance(v, tuple | list) and len(v) == 2
                         and all(_is_number(x) for x in v)),
+    "optional_str": lambda v: v is None or isinstance(v, str),
+    "lines": lambda v: v is None or _lines(v) is not None,
+    "numbers": lambda v: isinstance(v, tuple | list) and all(_is_number(x) for x in v),
 }
 _EXPECTED = {"bool": "a bool", "int": "an int", "float": "a number", "str": "a str",
-             "range": "a (low, high) pair of numbers"}
+             "range": "a (low, high) pair of numbers", "optional_str": "a str or None",
+             "lines": "None or rows of text (a list of str, or of lists of 1-character str)",
+             "numbers": "a tuple of numbers"}
+
+
+def _default(kind: str, default: Any) -> Any:
+    """A key's default as the registry reports it, as make() passes a kwarg of its kind."""
+    if kind in ("bool", "int", "float"):
+        return {"bool": bool, "int": int, "float": float}[kind](default)
+    if kind == "lines" and default is not None:
+        return tuple(default.split("\n"))
+    if kind == "numbers":
+        return tuple(default)
+    return default
+
+
+def _lines(value: Any) -> tuple[str, ...] | None:
+    """Rows of text (FrozenLake's ``desc``: str rows, or rows of 1-character str or bytes, as
+    ``np.asarray(desc, dtype="c")`` takes them), or None if ``value`` is not that."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence | np.ndarray):
+        return None
+    rows = []
+    for row in value:
+        if isinstance(row, bytes | np.bytes_):
+            row = bytes(row).decode("ascii", "replace")
+        if not isinstance(row, str):
+            if isinstance(row, Sequence | np.ndarray) and all(
+                    isinstance(c, str | bytes | np.bytes_) and len(c) == 1 for c in row):
+                row = "".join(c if isinstance(c, str) else bytes(c).decode("ascii", "replace")
+                              for c in row)
+            else:
+                return None
+        if "\n" in row:
+            return None
+        rows.append(row)
+    return tuple(rows)
 
 
 _RENDER_KWARGS = frozenset({"render_mode", "width", "height", "camera_id", "camera_name",
@@ -271,9 +313,7 @@ def _config(module: ModuleType, env_id: str,
     names = ", ".join(valid) or "none"
     config: dict[str, Any] = {}
     for name, (kind, default) in valid.items():
-        convert: Callable[[Any], Any] = {"bool": bool, "int": int, "float": float}.get(
-            kind, lambda v: v)
-        config[name] = convert(default)
+        config[name] = _default(kind, default)
     for name, value in kwargs.items():
         if name not in valid:
             why = " (aiopool envs do not render)" if name in _RENDER_KWARGS else ""
@@ -291,6 +331,13 @@ def _config(module: ModuleType, env_id: str,
             value = tuple(float(x) for x in value)
             if any(math.isnan(x) for x in value):
                 raise ValueError(f"{env_id} keyword argument {name!r} is {value!r}; NaN bound")
+        if kind == "numbers":
+            if len(value) != len(valid[name][1]):
+                raise TypeError(f"{env_id} keyword argument {name!r} is {value!r}, expected "
+                                f"{len(valid[name][1])} numbers")
+            value = tuple(value)
+        if kind == "lines" and value is not None:
+            value = _lines(value)
         config[name] = value
     if "xml_file" in config:
         config["xml_file"] = _mujoco_model_path(env_id, config["xml_file"])

@@ -30,12 +30,13 @@
 
 namespace aiopool {
 
-enum class DType : uint8_t { kBool, kUInt8, kInt32, kInt64, kFloat32, kFloat64 };
+enum class DType : uint8_t { kBool, kUInt8, kInt8, kInt32, kInt64, kFloat32, kFloat64 };
 
 inline std::size_t dtype_size(DType t) {
   switch (t) {
     case DType::kBool:
     case DType::kUInt8:
+    case DType::kInt8:
       return 1;
     case DType::kInt32:
     case DType::kFloat32:
@@ -77,14 +78,19 @@ struct Field {
 };
 
 // A constructor keyword argument, as gymnasium's env takes it. kRange is a (low, high) pair
-// such as MuJoCo's `healthy_z_range`; kString a path such as `xml_file`.
+// such as MuJoCo's `healthy_z_range`; kString a path such as `xml_file`. The kinds that may be
+// None (gymnasium's default or the user's): kOptionalString (FrozenLake's `map_name`) and kLines,
+// rows of text (FrozenLake's `desc`), whose default_string "" means None and whose value, when
+// not None, arrives as one string of rows joined by '\n'; Config::find_string gives nullptr for
+// None. kNumbers is a tuple of numbers as long as default_numbers (`reward_schedule`).
 struct ConfigKey {
-  enum class Kind : uint8_t { kBool, kInt, kFloat, kString, kRange };
+  enum class Kind : uint8_t { kBool, kInt, kFloat, kString, kRange, kOptionalString, kLines, kNumbers };
   std::string name;
   Kind kind;
   double default_value = 0.0;
   std::string default_string = {};
   std::array<double, 2> default_range = {0.0, 0.0};
+  std::vector<double> default_numbers = {};
 };
 
 // Keyword arguments, already validated against the env's ConfigKeys by the registry.
@@ -98,6 +104,12 @@ class Config {
   bool get_bool(const std::string& key) const { return get(key) != 0.0; }
   int64_t get_int(const std::string& key) const { return static_cast<int64_t>(get(key)); }
   const std::string& get_string(const std::string& key) const { return lookup(strings_, key); }
+  // A kOptionalString / kLines value, or nullptr where it is None.
+  const std::string* find_string(const std::string& key) const {
+    auto it = strings_.find(key);
+    return it == strings_.end() ? nullptr : &it->second;
+  }
+  const std::vector<double>& get_numbers(const std::string& key) const { return lookup(ranges_, key); }
   std::array<double, 2> get_range(const std::string& key) const {
     const std::vector<double>& r = lookup(ranges_, key);
     if (r.size() != 2) throw std::invalid_argument("config key '" + key + "' must be a (low, high) pair");

@@ -46,6 +46,8 @@ const char* dtype_name(DType t) {
       return "bool";
     case DType::kUInt8:
       return "uint8";
+    case DType::kInt8:
+      return "int8";
     case DType::kInt32:
       return "int32";
     case DType::kInt64:
@@ -64,6 +66,8 @@ int npy_type(DType t) {
       return NPY_BOOL;
     case DType::kUInt8:
       return NPY_UINT8;
+    case DType::kInt8:
+      return NPY_INT8;
     case DType::kInt32:
       return NPY_INT32;
     case DType::kInt64:
@@ -106,6 +110,12 @@ const char* kind_name(ConfigKey::Kind k) {
       return "str";
     case ConfigKey::Kind::kRange:
       return "range";
+    case ConfigKey::Kind::kOptionalString:
+      return "optional_str";
+    case ConfigKey::Kind::kLines:
+      return "lines";
+    case ConfigKey::Kind::kNumbers:
+      return "numbers";
   }
   return "?";
 }
@@ -370,6 +380,10 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
       nb::object def;
       if (k.kind == ConfigKey::Kind::kString)
         def = nb::str(k.default_string.c_str());
+      else if (k.kind == ConfigKey::Kind::kOptionalString || k.kind == ConfigKey::Kind::kLines)
+        def = k.default_string.empty() ? nb::none() : nb::object(nb::str(k.default_string.c_str()));
+      else if (k.kind == ConfigKey::Kind::kNumbers)
+        def = nb::tuple(nb::cast(k.default_numbers));
       else if (k.kind == ConfigKey::Kind::kRange)
         def = nb::make_tuple(k.default_range[0], k.default_range[1]);
       else
