@@ -1,10 +1,11 @@
-"""Classic control: every row of a pool equals gymnasium 1.4's env, bit for bit.
+"""Classic control and toy text: every row of a pool equals gymnasium 1.4's env, bit for bit.
 
 Each case steps a pool of 4 envs and, beside it, 4 ``gymnasium.make(id)`` envs seeded
 ``seed + i`` (later resets unseeded, as gymnasium's vector envs do), with the same actions, and
-compares obs, reward, terminated, truncated and elapsed_step at every step, through many
-episodes and in each autoreset mode. Continuous actions include out-of-range values, which both
-sides clip.
+compares obs, reward, terminated, truncated, elapsed_step and the family's info keys (toy text:
+``prob``, Taxi's ``action_mask``) at every step, through many episodes and in each autoreset
+mode. Continuous actions include out-of-range values, which both sides clip. FrozenLake's
+random maps (``desc=None, map_name=None``) are ``generate_random_map(seed=seed + i)``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 import pytest
+from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 
 import aiopool
 
@@ -55,23 +57,70 @@ def _overdrive(obs: npt.NDArray[np.float32], sampled: npt.NDArray[Any]) -> npt.N
     return scaled
 
 
-# (id, gymnasium kwargs, policy); non-default kwargs for CartPole-v0, Pendulum and
-# MountainCarContinuous.
-CASES: list[tuple[str, dict[str, Any], Policy]] = [
-    ("CartPole-v1", {}, _random),
-    ("CartPole-v0", {"sutton_barto_reward": True}, _random),
-    ("Pendulum-v1", {"g": 9.81}, _overdrive),
-    ("MountainCar-v0", {}, _pump(1)),
-    ("MountainCarContinuous-v0", {"goal_velocity": 0.01}, _pump(1)),
-    ("Acrobot-v1", {}, _pump(5)),
+class Greedy:
+    """Toy text: the greedy action of value iteration on each reference env's ``P`` table, or the
+    sampled action where it is 0 (a random step about one time in ``n``), so that episodes end
+    by reaching the goal, by falling, and by the time limit."""
+
+    def bound(self, envs: list[gym.Env[Any, Any]]) -> Policy:
+        tables = [self._q(env.unwrapped.P) for env in envs]  # type: ignore[attr-defined]
+
+        def policy(obs: npt.NDArray[Any], sampled: npt.NDArray[Any]) -> npt.NDArray[Any]:
+            greedy = np.array([int(np.argmax(q[int(s)])) for q, s in zip(tables, obs, strict=True)])
+            return np.where(sampled == 0, sampled, greedy).astype(np.int64)
+
+        return policy
+
+    @staticmethod
+    def _q(table: dict[int, dict[int, list[tuple[float, int, float, bool]]]]) -> npt.NDArray[Any]:
+        q = np.zeros((len(table), len(table[0])))
+        for _ in range(100):
+            v = q.max(axis=1)
+            q = np.array([[sum(p * (r + 0.95 * (not t) * v[n]) for p, n, r, t in outcomes)
+                           for _, outcomes in sorted(actions.items())]
+                          for _, actions in sorted(table.items())])
+        return q
+
+
+# (id, gymnasium kwargs, policy, info keys compared); non-default kwargs for CartPole-v0,
+# Pendulum, MountainCarContinuous and each toy-text env.
+CASES: list[tuple[str, dict[str, Any], Policy | Greedy, tuple[str, ...]]] = [
+    ("CartPole-v1", {}, _random, ()),
+    ("CartPole-v0", {"sutton_barto_reward": True}, _random, ()),
+    ("Pendulum-v1", {"g": 9.81}, _overdrive, ()),
+    ("MountainCar-v0", {}, _pump(1), ()),
+    ("MountainCarContinuous-v0", {"goal_velocity": 0.01}, _pump(1), ()),
+    ("Acrobot-v1", {}, _pump(5), ()),
+    ("FrozenLake-v1", {}, _random, ("prob",)),
+    ("FrozenLake-v1", {"success_rate": 0.6, "reward_schedule": (2, -1, 0.5)}, Greedy(), ("prob",)),
+    ("FrozenLake8x8-v1", {"is_slippery": False}, Greedy(), ("prob",)),
+    ("FrozenLake-v1", {"desc": ["SFFHF", "FHFFS", "FFFHG"], "success_rate": 0.5}, Greedy(),
+     ("prob",)),
+    ("FrozenLake-v1", {"desc": None, "map_name": None}, Greedy(), ("prob",)),
+    ("CliffWalking-v1", {}, Greedy(), ("prob",)),
+    ("CliffWalkingSlippery-v1", {}, Greedy(), ("prob",)),
+    ("Taxi-v4", {}, Greedy(), ("prob", "action_mask")),
+    ("Taxi-v4", {"is_rainy": True, "rainy_probability": 0.7, "fickle_passenger": True,
+                 "fickle_probability": 0.5}, Greedy(), ("prob", "action_mask")),
 ]
+
+
+def _case_id(case: tuple[str, dict[str, Any], Policy | Greedy, tuple[str, ...]]) -> str:
+    return case[0] + "".join(f"-{k}={v}" for k, v in case[1].items())
+
+
+def _make_reference(env_id: str, kwargs: dict[str, Any], seed: int) -> gym.Env[Any, Any]:
+    """gymnasium's env; FrozenLake's random map drawn as aiopool draws it for env ``seed``."""
+    if "desc" in kwargs and kwargs["desc"] is None and kwargs.get("map_name", "4x4") is None:
+        kwargs = {**kwargs, "desc": generate_random_map(seed=seed)}
+    return gym.make(env_id, **kwargs)
 
 
 class Reference:
     """gymnasium envs driven with the pool's autoreset semantics (gymnasium 1.x vector envs)."""
 
     def __init__(self, env_id: str, kwargs: dict[str, Any], seed: int, mode: str) -> None:
-        self.envs = [gym.make(env_id, **kwargs) for _ in range(NUM_ENVS)]
+        self.envs = [_make_reference(env_id, kwargs, seed + i) for i in range(NUM_ENVS)]
         self.mode = mode
         self.seed = seed
         self.ended = np.zeros(NUM_ENVS, dtype=bool)
@@ -80,8 +129,8 @@ class Reference:
     def reset(self, ids: list[int] | None = None, seed: int | None = None) -> dict[int, Any]:
         rows = {}
         for i in range(NUM_ENVS) if ids is None else ids:
-            obs, _ = self.envs[i].reset(seed=None if seed is None else seed + i)
-            rows[i] = (obs, 0.0, False, False, None)
+            obs, info = self.envs[i].reset(seed=None if seed is None else seed + i)
+            rows[i] = (obs, 0.0, False, False, None, info)
             self.ended[i] = False
             self.elapsed[i] = 0
         return rows
@@ -93,30 +142,32 @@ class Reference:
                 rows.update(self.reset([i]))  # the action is ignored
                 continue
             assert not self.ended[i], "the test must reset ended envs first in disabled mode"
-            obs, reward, terminated, truncated, _ = self.envs[i].step(actions[i])
+            obs, reward, terminated, truncated, info = self.envs[i].step(actions[i])
             self.elapsed[i] += 1
             final = None
             if (terminated or truncated) and self.mode == "same_step":
                 final = obs
-                obs, _ = self.envs[i].reset()
+                obs, info = self.envs[i].reset()
                 self.elapsed[i] = 0
             else:
                 self.ended[i] = terminated or truncated
-            rows[i] = (obs, float(reward), bool(terminated), bool(truncated), final)
+            rows[i] = (obs, float(reward), bool(terminated), bool(truncated), final, info)
         return rows
 
 
 def _assert_rows(batch: aiopool.Batch, expected: dict[int, Any], elapsed: npt.NDArray[Any],
-                 where: str) -> int:
-    """Compare a batch with the reference rows it should hold; returns how many episodes ended."""
+                 where: str, info_keys: tuple[str, ...] = ()) -> int:
+    """Compare a batch with the reference rows it should hold (obs of the reference's dtype:
+    float32 arrays, or int64 for a Discrete observation); returns how many episodes ended."""
     ids = np.asarray(batch.env_id)
     assert sorted(ids.tolist()) == sorted(expected), f"{where}: env ids {ids}"
     ended = 0
     for row, i in enumerate(ids.tolist()):
-        obs, reward, terminated, truncated, final = expected[i]
+        obs, reward, terminated, truncated, final, info = expected[i]
+        obs = np.asarray(obs)
         at = f"{where}, env {i}"
         got_obs = np.asarray(batch.obs[row])
-        assert got_obs.dtype == np.float32 and got_obs.tobytes() == obs.tobytes(), (
+        assert got_obs.dtype == obs.dtype and got_obs.tobytes() == obs.tobytes(), (
             f"{at}: obs {got_obs.tolist()} != gymnasium {obs.tolist()}")
         got_reward = float(batch.reward[row])
         assert np.float64(got_reward).tobytes() == np.float64(reward).tobytes(), (
@@ -126,19 +177,27 @@ def _assert_rows(batch: aiopool.Batch, expected: dict[int, Any], elapsed: npt.ND
         assert int(batch.info["elapsed_step"][row]) == int(elapsed[i]), f"{at}: elapsed_step"
         if final is not None:
             got_final = np.asarray(batch.info["final_obs"][row])
-            assert got_final.tobytes() == final.tobytes(), (
-                f"{at}: final_obs {got_final.tolist()} != gymnasium {final.tolist()}")
+            assert got_final.tobytes() == np.asarray(final).tobytes(), (
+                f"{at}: final_obs {got_final.tolist()} != gymnasium {np.asarray(final).tolist()}")
+        for key in info_keys:
+            got, want = np.asarray(batch.info[key][row]), np.asarray(info[key])
+            assert got.shape == want.shape and (got == want).all(), (
+                f"{at}: info[{key!r}] {got.tolist()} != gymnasium {want.tolist()}")
         ended += terminated or truncated
     return ended
 
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("env_id", "kwargs", "policy"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("env_id", "kwargs", "policy", "info_keys"), CASES,
+                         ids=[_case_id(c) for c in CASES])
 async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any],
-                                              policy: Policy, mode: str) -> None:
+                                              policy: Policy | Greedy, info_keys: tuple[str, ...],
+                                              mode: str) -> None:
     seed = 2024
     ref = Reference(env_id, kwargs, seed, mode)
+    if isinstance(policy, Greedy):
+        policy = policy.bound(ref.envs)
     with aiopool.make(env_id, num_envs=NUM_ENVS, batch_size=NUM_ENVS, num_threads=2, seed=seed,
                       autoreset=mode, **kwargs) as pool:
         assert pool.single_observation_space == ref.envs[0].observation_space
@@ -149,7 +208,7 @@ async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any
         pool.async_reset()
         batch = await pool.recv()
         expected = ref.reset(seed=seed)
-        _assert_rows(batch, expected, ref.elapsed, "reset")
+        _assert_rows(batch, expected, ref.elapsed, "reset", info_keys)
         obs = np.stack([expected[i][0] for i in range(NUM_ENVS)])
 
         episodes = 0
@@ -168,6 +227,6 @@ async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any
             else:
                 batch = await pool.step(actions)
                 expected = ref.step(actions, list(range(NUM_ENVS)))
-            episodes += _assert_rows(batch, expected, ref.elapsed, f"step {t}")
+            episodes += _assert_rows(batch, expected, ref.elapsed, f"step {t}", info_keys)
             obs = np.stack([expected[i][0] for i in range(NUM_ENVS)])
         assert episodes >= NUM_ENVS, f"only {episodes} episodes ended; the test covers too little"

@@ -38,16 +38,16 @@ def _counting_as(env_id: str) -> ModuleType:
 def test_a_family_declared_once_is_listed_made_and_reaches_the_spec(
         monkeypatch: pytest.MonkeyPatch) -> None:
     before = aiopool.list_envs()
-    toy = NativeFamily(name="toy_text", title="toy text", module="_toy",
-                       ids=frozenset({"Toy-v0"}), finite_actions=False)
-    monkeypatch.setitem(sys.modules, "aiopool._native._toy", _counting_as("Toy-v0"))
-    _only(monkeypatch, toy)
-    assert aiopool.list_envs() == [*before, "Toy-v0"]
-    assert registry.family_of("Toy-v0") is toy
-    with aiopool.make("Toy-v0", num_envs=2) as pool:
+    puzzle = NativeFamily(name="puzzle", title="puzzle", module="_puzzle",
+                          ids=frozenset({"Puzzle-v0"}), finite_actions=False)
+    monkeypatch.setitem(sys.modules, "aiopool._native._puzzle", _counting_as("Puzzle-v0"))
+    _only(monkeypatch, puzzle)
+    assert aiopool.list_envs() == [*before, "Puzzle-v0"]
+    assert registry.family_of("Puzzle-v0") is puzzle
+    with aiopool.make("Puzzle-v0", num_envs=2) as pool:
         assert pool.backend == "threads"
         assert (pool.spec.id, pool.spec.family, pool.spec.finite_actions) == (
-            "Toy-v0", "toy_text", False)
+            "Puzzle-v0", "puzzle", False)
         pool.async_reset()
         assert sorted(pool.recv_blocking(timeout=5).env_id.tolist()) == [0, 1]
     with aiopool.make("CartPole-v1") as pool:
@@ -57,22 +57,22 @@ def test_a_family_declared_once_is_listed_made_and_reaches_the_spec(
 def test_an_id_of_a_family_this_build_cannot_load_says_why(
         monkeypatch: pytest.MonkeyPatch) -> None:
     def no_simulator() -> None:
-        raise ImportError("toy text needs libtoy==1.0; pip install libtoy==1.0")
+        raise ImportError("puzzles need libpuzzle==1.0; pip install libpuzzle==1.0")
 
     before = aiopool.list_envs()
-    listed = NativeFamily(name="toy_text", title="toy text", module="_toy",
-                          ids=frozenset({"Toy-v0"}), preload=no_simulator)
+    listed = NativeFamily(name="puzzle", title="puzzle", module="_puzzle",
+                          ids=frozenset({"Puzzle-v0"}), preload=no_simulator)
     patterned = NativeFamily(name="board", title="board game", module="_no_such_module",
                              pattern=r"Board[A-Z]\w*-v1", not_built="built without boards")
     _only(monkeypatch, listed, patterned)
-    with pytest.raises(ValueError, match=r"Toy-v0 is one of aiopool's toy text envs, which are "
-                                         r"unavailable here: toy text needs libtoy==1\.0"):
-        aiopool.make("Toy-v0")
+    with pytest.raises(ValueError, match=r"Puzzle-v0 is one of aiopool's puzzle envs, which are "
+                                         r"unavailable here: puzzles need libpuzzle==1\.0"):
+        aiopool.make("Puzzle-v0")
     with pytest.raises(ValueError, match="BoardChess-v1 is one of aiopool's board game envs, "
                                          "which are unavailable here: built without boards"):
         aiopool.make("BoardChess-v1")
     assert registry.unavailable_families() == {
-        "toy text": "toy text needs libtoy==1.0; pip install libtoy==1.0",
+        "puzzle": "puzzles need libpuzzle==1.0; pip install libpuzzle==1.0",
         "board game": "built without boards"}
     assert aiopool.list_envs() == before
     assert registry.family_of("BoardGo-v1") is patterned

@@ -81,6 +81,23 @@ def test_standard_normal_is_numpys_ziggurat() -> None:
             f"seed {seed}: first difference at {int(np.flatnonzero(got != want)[0])}")
 
 
+def test_integers_are_numpys_bounded_draws() -> None:
+    """The toy-text envs' Generator.integers(0, n) (Taxi's fickle passenger, np_random.choice of
+    a list): numpy's Lemire draws on buffered 32-bit halves, interleaved with 1-element and
+    2**32 bounds (which draw nothing and a bare 32-bit half), on one stream, bit for bit."""
+    from aiopool._native import _toy_text  # type: ignore[attr-defined]
+    from aiopool.pool import seed_states
+
+    bounds_rng = np.random.default_rng(0)
+    for seed in range(100):
+        bounds = [int(b) for b in bounds_rng.integers(1, 50, size=40)]
+        bounds += [1, 3, 2**32, 2**31 + 5, 13, 2**32 - 1, 7]
+        state = seed_states([seed], 1)[0]
+        got = _toy_text._integers_draws([int(x) for x in state], bounds)
+        generator = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
+        assert got == [int(generator.integers(0, b)) for b in bounds], f"seed {seed}"
+
+
 def test_per_env_seed_lists_mean_what_gymnasium_means() -> None:
     def first_obs(seed: int) -> np.ndarray:
         return gym.make("CartPole-v1").reset(seed=seed)[0]

@@ -1,6 +1,7 @@
 """The native env families: each one's extension module, its ids and what the rest asks of it.
 
-A family is one extension module in ``aiopool._native`` (``_core``, ``_mujoco``, ``_atari``)
+A family is one extension module in ``aiopool._native`` (``_core``, ``_toy_text``, ``_mujoco``,
+``_atari``)
 and its env headers in ``envs/<name>/``. registry.py loads the modules of ``FAMILIES``
 in order and lists what each registers; the rest of aiopool asks a pool's ``EnvSpec``
 (``spec.family``, ``spec.finite_actions``) or ``registry.family_of(env_id)``, never an id list.
@@ -60,6 +61,13 @@ class NativeFamily:
 CLASSIC_CONTROL = NativeFamily(name="classic_control", title="classic control", module="_core")
 
 
+# gymnasium's toy-text envs (toy_text_module.cc): plain C++, built with the core.
+TOY_TEXT = NativeFamily(
+    name="toy_text", title="toy text", module="_toy_text",
+    ids=frozenset({"FrozenLake-v1", "FrozenLake8x8-v1", "CliffWalking-v1",
+                   "CliffWalkingSlippery-v1", "Taxi-v4"}))
+
+
 MUJOCO_VERSION = "4.0.0"  # the libmujoco the _mujoco module is linked against, exactly
 
 
@@ -98,4 +106,4 @@ ATARI = NativeFamily(
 
 
 # The order in which the registry searches the modules and aiopool.list_envs() lists their ids.
-FAMILIES: tuple[NativeFamily, ...] = (CLASSIC_CONTROL, MUJOCO, ATARI)
+FAMILIES: tuple[NativeFamily, ...] = (CLASSIC_CONTROL, TOY_TEXT, MUJOCO, ATARI)
