@@ -44,22 +44,31 @@ aiopool::Config make_config(int argc, char** argv) {
   std::map<std::string, aiopool::ConfigKey::Kind> kinds;
   for (const aiopool::ConfigKey& key : Env::config_keys()) {
     kinds[key.name] = key.kind;
-    if (key.kind == aiopool::ConfigKey::Kind::kString)
+    if (key.kind == aiopool::ConfigKey::Kind::kString) {
       strings[key.name] = key.default_string;
-    else if (key.kind == aiopool::ConfigKey::Kind::kRange)
+    } else if (key.kind == aiopool::ConfigKey::Kind::kOptionalString ||
+               key.kind == aiopool::ConfigKey::Kind::kLines) {
+      if (!key.default_string.empty()) strings[key.name] = key.default_string;  // "": None, left out
+    } else if (key.kind == aiopool::ConfigKey::Kind::kRange) {
       ranges[key.name] = {key.default_range[0], key.default_range[1]};
-    else
+    } else if (key.kind == aiopool::ConfigKey::Kind::kNumbers) {
+      ranges[key.name] = key.default_numbers;
+    } else {
       values[key.name] = key.default_value;
+    }
   }
   for (int a = 4; a < argc; ++a) {
     const std::string arg = argv[a];
     const std::size_t eq = arg.find('=');
     const std::string name = arg.substr(0, eq);
-    if (eq == std::string::npos || !kinds.count(name) || kinds[name] == aiopool::ConfigKey::Kind::kRange) {
+    if (eq == std::string::npos || !kinds.count(name) || kinds[name] == aiopool::ConfigKey::Kind::kRange ||
+        kinds[name] == aiopool::ConfigKey::Kind::kNumbers) {
       std::fprintf(stderr, "bad override '%s': expected KEY=VALUE of a number or string key\n", argv[a]);
       std::exit(2);
     }
-    if (kinds[name] == aiopool::ConfigKey::Kind::kString)
+    if (kinds[name] == aiopool::ConfigKey::Kind::kString ||
+        kinds[name] == aiopool::ConfigKey::Kind::kOptionalString ||
+        kinds[name] == aiopool::ConfigKey::Kind::kLines)
       strings[name] = arg.substr(eq + 1);
     else
       values[name] = std::strtod(arg.c_str() + eq + 1, nullptr);
