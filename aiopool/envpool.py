@@ -8,15 +8,18 @@ Code written for EnvPool 1.2.5 runs with its import changed and nothing else:
     >>> obs, rew, term, trunc, info = env.step(np.zeros(8, dtype=int))
 
 ``make`` / ``make_gym`` / ``make_gymnasium`` / ``make_dm`` / ``make_spec`` / ``list_all_envs``
-take EnvPool's task ids (the ones aiopool has: classic control, the MuJoCo v5 envs and the
-Atari games) and EnvPool's keyword arguments with EnvPool's meanings and defaults: ``seed=42``,
-``reward_clip=False``, ``batch_size=num_envs``, ``max_episode_steps=27000`` steps for Atari,
-``gray_scale``, ``frame_skip``, ``episodic_life`` ... The objects they return have EnvPool's
-surface: single-env ``observation_space`` / ``action_space``, ``send`` / ``recv`` /
-``async_reset`` / ``step`` / ``reset``, ``spec`` and ``config``, rows in send order in sync mode
-(``batch_size == num_envs``) and in finish order in async mode, and EnvPool's info keys
+take EnvPool's task ids (the ones aiopool has: classic control, toy text, the MuJoCo v5 envs
+and the Atari games; EnvPool's ``Taxi-v3`` is gymnasium 1.4's ``Taxi-v4``, its
+``CliffWalking-v0`` is ``CliffWalking-v1``) and EnvPool's keyword arguments with EnvPool's
+meanings and defaults: ``seed=42``, ``reward_clip=False``, ``batch_size=num_envs``,
+``max_episode_steps=27000`` steps for Atari, ``gray_scale``, ``frame_skip``, ``episodic_life``,
+FrozenLake's ``size`` ... The objects they return have EnvPool's surface: single-env
+``observation_space`` / ``action_space``, ``send`` / ``recv`` / ``async_reset`` / ``step`` /
+``reset``, ``spec`` and ``config``, rows in send order in sync mode (``batch_size ==
+num_envs``) and in finish order in async mode, and EnvPool's info keys
 (``env_id``, ``players``, ``elapsed_step``; Atari: ``lives``, ``reward`` unclipped,
-``terminated`` for game over; MuJoCo: EnvPool's reward-term names beside gymnasium's).
+``terminated`` for game over; MuJoCo: EnvPool's reward-term names beside gymnasium's;
+CliffWalking: ``prob``). Toy-text observations are int32 states, as EnvPool's.
 ``env_type="gym"`` is the gymnasium API, as in EnvPool 1.2.5.
 
 Atari ``episodic_life=True`` means what it means in EnvPool: a lost life sets ``terminated``
@@ -83,13 +86,20 @@ Array = npt.NDArray[Any]
 _CLASSIC = ("CartPole-v0", "CartPole-v1", "Pendulum-v1", "MountainCar-v0",
             "MountainCarContinuous-v0", "Acrobot-v1")
 _ALIASES = {"phys2d/CartPole-v0": "CartPole-v0", "phys2d/CartPole-v1": "CartPole-v1",
-            "TicTacToe3d-v5": "TicTacToe3D-v5"}  # EnvPool's name -> aiopool's
-_ENVPOOL_NAME = {"TicTacToe3D-v5": "TicTacToe3d-v5"}
+            "TicTacToe3d-v5": "TicTacToe3D-v5", "Taxi-v3": "Taxi-v4",
+            "CliffWalking-v0": "CliffWalking-v1",
+            "tabular/CliffWalking-v0": "CliffWalking-v1"}  # EnvPool's name -> aiopool's
+_ENVPOOL_NAME = {"TicTacToe3D-v5": "TicTacToe3d-v5", "Taxi-v4": "Taxi-v3"}
+# Aliases list_all_envs() names beside the ids (EnvPool lists them as task ids too).
+_LISTED_ALIASES = ("phys2d/CartPole-v0", "phys2d/CartPole-v1", "CliffWalking-v0")
+# EnvPool's toy-text info keys beside env_id / players / elapsed_step (float32 there).
+_TOY_TEXT_INFO = {"CliffWalking-v1": ("prob",), "CliffWalkingSlippery-v1": ("prob",)}
 
 # EnvPool's reward_threshold config key, where it has one.
 _REWARD_THRESHOLD = {
     "CartPole-v0": 195.0, "CartPole-v1": 475.0, "MountainCar-v0": -110.0,
-    "MountainCarContinuous-v0": 90.0, "Acrobot-v1": -100.0, "Ant-v5": 6000.0,
+    "MountainCarContinuous-v0": 90.0, "Acrobot-v1": -100.0, "FrozenLake-v1": 0.7,
+    "FrozenLake8x8-v1": 0.85, "Taxi-v4": 8.0, "Ant-v5": 6000.0,
     "HalfCheetah-v5": 4800.0, "Hopper-v5": 6000.0, "InvertedDoublePendulum-v5": 9100.0,
     "InvertedPendulum-v5": 950.0, "Pusher-v5": 0.0, "Reacher-v5": -3.75, "Swimmer-v5": 360.0}
 
@@ -104,7 +114,12 @@ _ATARI_NATIVE = {"stack_num": "stack_num", "frame_skip": "frameskip", "noop_max"
                  "img_height": "img_height", "img_width": "img_width",
                  "gray_scale": "grayscale", "full_action_space": "full_action_space",
                  "repeat_action_probability": "repeat_action_probability"}
-_CLASSIC_KEYS: dict[str, dict[str, Any]] = {"Pendulum-v1": {"version": 1}}
+_CLASSIC_KEYS: dict[str, dict[str, Any]] = {
+    "Pendulum-v1": {"version": 1},
+    # EnvPool's FrozenLake takes size=4 / 8 (gymnasium's map_name "4x4" / "8x8"); its
+    # CliffWalking is_slippery is gymnasium's.
+    "FrozenLake-v1": {"size": 4}, "FrozenLake8x8-v1": {"size": 8},
+    "CliffWalking-v1": {"is_slippery": False}, "CliffWalkingSlippery-v1": {"is_slippery": True}}
 _V5 = {"frame_stack": 1, "post_constraint": True}
 _MUJOCO_KEYS: dict[str, dict[str, Any]] = {
     "Ant-v5": {"frame_skip": 5, **_V5, "use_contact_force": True,
@@ -212,24 +227,24 @@ _INT32_MAX = 2**31 - 1
 class _Task(NamedTuple):
     envpool_id: str
     native_id: str  # aiopool's id
-    family: Literal["classic", "mujoco", "atari"]
+    family: Literal["classic", "toy_text", "mujoco", "atari"]
 
 
 def list_all_envs() -> list[str]:
     """Every EnvPool task id this module can make (those aiopool has an env for)."""
-    ids = [_ENVPOOL_NAME.get(i, i) for i in registry.list_envs() if _family(i) is not None]
-    return ids + [alias for alias, native in _ALIASES.items()
-                  if alias.startswith("phys2d/") and native in ids]
+    native = [i for i in registry.list_envs() if _family(i) is not None]
+    return [_ENVPOOL_NAME.get(i, i) for i in native] + [
+        alias for alias in _LISTED_ALIASES if _ALIASES[alias] in native]
 
 
-def _family(native_id: str) -> Literal["classic", "mujoco", "atari"] | None:
+def _family(native_id: str) -> Literal["classic", "toy_text", "mujoco", "atari"] | None:
     """Which of EnvPool's families ``native_id`` is in, by aiopool's family of it (registered
     or only declared: a family this build cannot load); None for envs EnvPool lacks."""
     if native_id in _CLASSIC:
         return "classic"
     family = registry.family_of(native_id)
-    if family is not None and family.name in ("mujoco", "atari"):
-        return cast(Literal["mujoco", "atari"], family.name)
+    if family is not None and family.name in ("toy_text", "mujoco", "atari"):
+        return cast(Literal["toy_text", "mujoco", "atari"], family.name)
     return None
 
 
@@ -258,8 +273,10 @@ def _unknown_task(task_id: str, family: str | None) -> str:
         hint = _did_you_mean(task_id, available, n=3)
     atari = [i for i in available if _family(_ALIASES.get(i, i)) == "atari"]
     mujoco = sorted(i for i in available if _family(_ALIASES.get(i, i)) == "mujoco")
+    toy_text = [i for i in available if _family(_ALIASES.get(i, i)) == "toy_text"]
     return (f"aiopool has no env for EnvPool's {task_id!r}{hint}. It has {', '.join(_CLASSIC)}, "
-            f"the MuJoCo envs {', '.join(mujoco)} and {len(atari)} Atari games "
+            f"the toy-text envs {', '.join(toy_text)}, the MuJoCo envs {', '.join(mujoco)} and "
+            f"{len(atari)} Atari games "
             f"({', '.join(atari[:3])}, ...); envpool.list_all_envs() lists them all")
 
 
@@ -294,7 +311,8 @@ def _defaults(task: _Task) -> dict[str, Any]:
         rom = next(default for name, _, default in keys if name == "rom_path")
         config.update(_ATARI_KEYS, task=str(rom).removesuffix(".bin"))
         return config
-    config["max_episode_steps"] = int(max_steps)
+    # EnvPool's "no time limit" (CliffWalking) is INT32_MAX steps.
+    config["max_episode_steps"] = int(max_steps) or _INT32_MAX
     if task.native_id in _REWARD_THRESHOLD:
         config["reward_threshold"] = _REWARD_THRESHOLD[task.native_id]
     config.update(_CLASSIC_KEYS.get(task.native_id, {}))
@@ -430,6 +448,12 @@ def _gym_kwargs(task: _Task, config: dict[str, Any]) -> tuple[dict[str, Any], in
             continue
         value = config[name]
         target = renames.get(name, name)
+        if name == "size" and "map_name" in native:  # FrozenLake
+            if value not in (4, 8):
+                raise ValueError(f"{task.envpool_id}: size={value!r}, expected 4 or 8 (EnvPool's "
+                                 "maps; aiopool.make takes any map as gymnasium's desc)")
+            kwargs["map_name"] = f"{value}x{value}"
+            continue
         if target in native:
             kwargs[target] = value
             continue
@@ -475,12 +499,12 @@ class EnvSpec:
 
         i32 = np.iinfo(np.int32)
         env_id = specs.BoundedArray((), np.int32, i32.min, i32.max, name="env_id")
-        fields: dict[str, Any] = {
-            "env_id": env_id, "players": _Players(env_id=env_id),
-            "obs": specs.BoundedArray(self.observation_space.shape,
-                                      self.observation_space.dtype,
-                                      getattr(self.observation_space, "low", 0),
-                                      getattr(self.observation_space, "high", 0), name="obs")}
+        space = self.observation_space
+        obs = (specs.DiscreteArray(int(space.n), dtype=np.int32, name="obs")  # toy text
+               if isinstance(space, gym.spaces.Discrete) else
+               specs.BoundedArray(space.shape, space.dtype, getattr(space, "low", 0),
+                                  getattr(space, "high", 0), name="obs"))
+        fields: dict[str, Any] = {"env_id": env_id, "players": _Players(env_id=env_id), "obs": obs}
         for name, (dtype, flag) in self._info.items():
             if flag:
                 fields[name] = specs.DiscreteArray(2, dtype=dtype, name=name)
@@ -540,6 +564,8 @@ def _info_fields(task: _Task, pool: Pool) -> dict[str, tuple[np.dtype[Any], int]
     if task.family == "atari":
         return {"lives": (np.dtype(np.int32), 0), "reward": (np.dtype(np.float32), 0),
                 "terminated": (np.dtype(np.int32), 1)}
+    if task.family == "toy_text":
+        return {name: (np.dtype(np.float32), 0) for name in _TOY_TEXT_INFO.get(task.native_id, ())}
     fields = {f.name: (_envpool_dtype(f.dtype), 0) for f in pool.spec.info}
     for alias, name in _MUJOCO_INFO_ALIASES.get(task.native_id, {}).items():
         fields[alias] = fields[name]
@@ -802,6 +828,12 @@ class _EnvPool:
                       "reward": info["reward_unclipped"][take].astype(np.float32),
                       "terminated": game_over.astype(np.int32)}
             obs = self._envpool_frames(obs, native_elapsed)
+        elif self._task.family == "toy_text":  # EnvPool's int32 states and float32 prob
+            elapsed, first = native_elapsed, reset
+            discount = (~done).astype(np.float32)
+            obs = obs.astype(np.int32)
+            for name in _TOY_TEXT_INFO.get(self._task.native_id, ()):
+                extras[name] = info[name][take].astype(np.float32)
         else:
             elapsed, first = native_elapsed, reset
             discount = (~done).astype(np.float32)

@@ -129,7 +129,7 @@ def _same_structure(mine: Any, theirs: Any) -> None:
 
 
 SIDE_BY_SIDE = ["Pong-v5", "Breakout-v5", "CartPole-v1", "Pendulum-v1", "HalfCheetah-v5",
-                "Hopper-v5", "Acrobot-v1"]
+                "Hopper-v5", "Acrobot-v1", "FrozenLake8x8-v1", "Taxi-v3", "CliffWalking-v0"]
 
 
 @needs_envpool
@@ -159,8 +159,9 @@ def test_list_all_envs_and_make_spec_match_envpool() -> None:
     assert set(listed) <= set(envpool.list_all_envs())
     atari = [i for i in listed if aiopool.registry.family_of(i) is ATARI]
     assert len(atari) == 104 and "TicTacToe3d-v5" in atari  # every EnvPool Atari game
-    assert {"CartPole-v1", "phys2d/CartPole-v1", "Acrobot-v1", "Ant-v5", "Pusher-v5"} <= set(
-        listed)
+    assert {"CartPole-v1", "phys2d/CartPole-v1", "Acrobot-v1", "Ant-v5", "Pusher-v5",
+            "FrozenLake-v1", "FrozenLake8x8-v1", "Taxi-v3", "CliffWalking-v0", "CliffWalking-v1",
+            "CliffWalkingSlippery-v1"} <= set(listed)
     checked = [i for i in listed if i not in atari] + ["Pong-v5", "MontezumaRevenge-v5",
                                                         "TicTacToe3d-v5"]
     for task_id in checked:
@@ -188,6 +189,8 @@ def test_list_all_envs_names_envpool_ids() -> None:
     assert "Pong-v5" in listed and "HalfCheetah-v5" in listed and "CartPole-v0" in listed
     assert "TicTacToe3d-v5" in listed and "TicTacToe3D-v5" not in listed  # EnvPool's spelling
     assert "HalfCheetah-v4" not in listed and "Counting-v0" not in listed
+    assert "Taxi-v3" in listed and "Taxi-v4" not in listed  # gymnasium 1.4's Taxi-v4
+    assert ours._task("Taxi-v3").native_id == "Taxi-v4"
     for task_id in listed:
         assert ours._task(task_id).native_id in aiopool.list_envs()
 
