@@ -76,10 +76,10 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
         return self._timestep(self._steps.step(action))
 
     def observation_spec(self) -> specs.BoundedArray:
-        return _box_spec(self._obs_space, "observation", self._lead)
+        return _spec(self._obs_space, "observation", self._lead)
 
     def action_spec(self) -> specs.BoundedArray:
-        return _action_spec(self._action_space, self._lead)
+        return _spec(self._action_space, "action", self._lead)
 
     def reward_spec(self) -> specs.Array:
         return specs.Array((self.num_envs,) if self.batched else (), np.float64, name="reward")
@@ -89,12 +89,12 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
                                   1.0, name="discount")
 
     def single_observation_spec(self) -> specs.BoundedArray:
-        """The observation spec of one env."""
-        return _box_spec(self._obs_space, "observation", None)
+        """The observation spec of one env (a ``DiscreteArray`` for toy text's states)."""
+        return _spec(self._obs_space, "observation", None)
 
     def single_action_spec(self) -> specs.BoundedArray:
         """The action spec of one env (a ``DiscreteArray`` for discrete actions)."""
-        return _action_spec(self._action_space, None)
+        return _spec(self._action_space, "action", None)
 
     def close(self) -> None:
         self._steps.close()
@@ -136,15 +136,15 @@ def _box_spec(space: gym.spaces.Box, name: str, num_envs: int | None) -> specs.B
                               np.broadcast_to(space.high, lead + space.shape), name=name)
 
 
-def _action_spec(space: gym.spaces.Space[Any], num_envs: int | None) -> specs.BoundedArray:
+def _spec(space: gym.spaces.Space[Any], name: str, num_envs: int | None) -> specs.BoundedArray:
     if isinstance(space, gym.spaces.Discrete):
         if num_envs is None:
-            return specs.DiscreteArray(int(space.n), dtype=space.dtype, name="action")
+            return specs.DiscreteArray(int(space.n), dtype=space.dtype, name=name)
         return specs.BoundedArray((num_envs,), space.dtype, int(space.start),
-                                  int(space.start + space.n - 1), name="action")
+                                  int(space.start + space.n - 1), name=name)
     if isinstance(space, gym.spaces.Box):
-        return _box_spec(space, "action", num_envs)
-    raise TypeError(f"no dm_env spec for the action space {space}")
+        return _box_spec(space, name, num_envs)
+    raise TypeError(f"no dm_env spec for the {name} space {space}")
 
 
 def make_dm(env_id: str, num_envs: int = 1, *, seed: int | None = 0,
