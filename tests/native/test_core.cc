@@ -23,6 +23,9 @@
 #include <vector>
 
 #include "../../aiopool/_native/envs/testing/counting.h"
+#include "../../aiopool/_native/envs/toy_text/cliff_walking.h"
+#include "../../aiopool/_native/envs/toy_text/frozen_lake.h"
+#include "../../aiopool/_native/envs/toy_text/taxi.h"
 #include "../../aiopool/_native/pool.h"
 
 using namespace aiopool;
@@ -914,6 +917,57 @@ void test_destroy_with_blocks_held() {
   }
 }
 
+// The toy-text envs under the sanitizers: four threads build their envs at once (the shared
+// model cache, FrozenLake's per-env random maps) and step them with random actions, resetting
+// (some re-seeded) when an episode ends or runs 200 steps; every state stays in its space.
+template <class E>
+void toy_text_case(const Config& config) {
+  const int64_t states = E::spec(config).observation_space.n;
+  const int64_t actions = E::spec(config).action_space.n;
+  std::vector<std::thread> threads;
+  for (uint64_t t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      std::vector<E> envs;
+      std::vector<Rng> rngs;
+      for (uint64_t i = 0; i < 4; ++i) {
+        envs.emplace_back(config);
+        rngs.emplace_back(0, t * 4 + i, 0, 2 * (t * 4 + i) + 1, static_cast<int64_t>(t * 4 + i));
+      }
+      std::mt19937 gen(static_cast<uint32_t>(t));
+      int64_t obs = 0;
+      double prob = 0.0;
+      int8_t mask[8] = {};
+      void* info[2] = {&prob, mask};
+      Row row{&obs, info};
+      for (std::size_t i = 0; i < envs.size(); ++i) envs[i].reset(rngs[i]);
+      for (int step = 0, n = scaled(20'000, 500); step < n; ++step) {
+        const std::size_t i = static_cast<std::size_t>(step) % envs.size();
+        const int64_t a = static_cast<int64_t>(gen() % static_cast<uint32_t>(actions));
+        const StepResult r = envs[i].step(&a, rngs[i]);
+        if (r.terminated || step % 200 == 199) {
+          if (gen() % 4 == 0) rngs[i] = Rng(0, gen(), 0, 2 * gen() + 1, static_cast<int64_t>(gen() % 1000));
+          envs[i].reset(rngs[i]);
+        }
+        envs[i].write(row);
+        CHECK(obs >= 0 && obs < states);
+        CHECK(prob > 0.0 && prob <= 1.0);
+      }
+    });
+  for (std::thread& th : threads) th.join();
+}
+
+void test_toy_text_envs() {
+  toy_text_case<FrozenLake>(Config({{"is_slippery", 1.0}, {"success_rate", 1.0 / 3.0}}, {{"map_name", "8x8"}},
+                                   {{"reward_schedule", {1.0, 0.0, 0.0}}}));
+  toy_text_case<FrozenLake>(  // desc=None, map_name=None: a random map per env and re-seed
+      Config({{"is_slippery", 0.0}, {"success_rate", 0.5}}, {}, {{"reward_schedule", {1.0, -1.0, 0.0}}}));
+  toy_text_case<CliffWalking>(Config({{"is_slippery", 1.0}}));
+  toy_text_case<Taxi>(Config({{"is_rainy", 1.0},
+                              {"fickle_passenger", 1.0},
+                              {"rainy_probability", 0.8},
+                              {"fickle_probability", 0.3}}));
+}
+
 struct TestCase {
   const char* name;
   void (*fn)();
@@ -935,6 +989,7 @@ const TestCase kTests[] = {
     {"close_releases_waiter", test_close_releases_waiter},
     {"close_while_busy", test_close_while_busy},
     {"destroy_with_blocks_held", test_destroy_with_blocks_held},
+    {"toy_text_envs", test_toy_text_envs},
 };
 
 }  // namespace
