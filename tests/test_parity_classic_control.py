@@ -230,3 +230,62 @@ async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any
             episodes += _assert_rows(batch, expected, ref.elapsed, f"step {t}", info_keys)
             obs = np.stack([expected[i][0] for i in range(NUM_ENVS)])
         assert episodes >= NUM_ENVS, f"only {episodes} episodes ended; the test covers too little"
+
+
+async def _follow(pool: aiopool.Pool, ref: Reference, seed: int | None, steps: int) -> None:
+    """Reset the pool and ``ref`` (seeded ``seed + i``, or continuing), then step both."""
+    pool.async_reset(seed=seed)
+    batch = await pool.recv()
+    _assert_rows(batch, ref.reset(seed=seed), ref.elapsed, f"reset(seed={seed})", ("prob",))
+    space = pool.single_action_space
+    space.seed(0 if seed is None else seed)
+    for t in range(steps):
+        actions = np.stack([space.sample() for _ in range(NUM_ENVS)])
+        batch = await pool.step(actions)
+        expected = ref.step(actions, list(range(NUM_ENVS)))
+        _assert_rows(batch, expected, ref.elapsed, f"seed {seed}, step {t}", ("prob",))
+
+
+@pytest.mark.asyncio
+async def test_frozen_lake_random_maps_are_drawn_again_at_each_reseed() -> None:
+    """desc=None, map_name=None: env i's map is generate_random_map(seed=s + i) for the seed s
+    it was last given; an unseeded reset keeps the map, as gymnasium's env keeps its own."""
+    kwargs: dict[str, Any] = {"desc": None, "map_name": None, "is_slippery": False}
+    with aiopool.make("FrozenLake-v1", num_envs=NUM_ENVS, num_threads=2, seed=5,
+                      **kwargs) as pool:
+        ref = Reference("FrozenLake-v1", kwargs, 5, "next_step")
+        await _follow(pool, ref, 5, 100)
+        ref = Reference("FrozenLake-v1", kwargs, 40, "next_step")
+        await _follow(pool, ref, 40, 100)
+        await _follow(pool, ref, None, 100)  # same maps, the streams go on
+        ref = Reference("FrozenLake-v1", kwargs, 5, "next_step")
+        await _follow(pool, ref, 5, 100)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"map_name": "5x5"}, ValueError, r"map_name is '5x5', expected '4x4', '8x8' or None"),
+    ({"map_name": 4}, TypeError, "expected a str or None"),
+    ({"desc": ["SFF", "FG"]}, ValueError, "rows of equal, non-zero length"),
+    ({"desc": ["FF", "FG"]}, ValueError, "no start tile 'S'"),
+    ({"desc": "SFFG"}, TypeError, "expected None or rows of text"),
+    ({"reward_schedule": (1, 0)}, TypeError, "expected 3 numbers"),
+    ({"reward_schedule": (1, 0, "x")}, TypeError, "expected a tuple of numbers"),
+])
+def test_frozen_lake_kwargs_are_checked(kwargs: dict[str, Any], error: type[Exception],
+                                        match: str) -> None:
+    with pytest.raises(error, match=match):
+        aiopool.make("FrozenLake-v1", **kwargs)
+
+
+def test_frozen_lake_desc_takes_rows_as_gymnasium_does() -> None:
+    """desc as str rows or as rows of characters (np.asarray(desc, dtype="c") takes both);
+    the spec's config holds the rows, None where gymnasium has None."""
+    rows = ["SFH", "FFG"]
+    for desc in (rows, [list(r) for r in rows], np.asarray(rows, dtype="c")):
+        with aiopool.make("FrozenLake-v1", desc=desc) as pool:
+            assert pool.single_observation_space == gym.spaces.Discrete(6)
+            assert pool.spec.config["desc"] == tuple(rows)
+            assert pool.spec.config["map_name"] == "4x4"
+    with aiopool.make("FrozenLake8x8-v1") as pool:
+        assert pool.spec.config["desc"] is None and pool.spec.config["map_name"] == "8x8"
+        assert pool.spec.config["reward_schedule"] == (1.0, 0.0, 0.0)
