@@ -138,10 +138,14 @@ def _wait_gone(pids: list[int], within: float) -> bool:
 
 
 def test_make_says_which_backend_an_id_gets() -> None:
-    with aiopool.make("CartPole-v1", num_envs=2) as native:
-        assert native.backend == "threads"
-    with aiopool.make("FrozenLake-v1", num_envs=2, num_workers=1) as python:
+    for native_id in ("CartPole-v1", "FrozenLake-v1"):
+        with aiopool.make(native_id, num_envs=2) as native:
+            assert native.backend == "threads"
+    with aiopool.make("Blackjack-v1", num_envs=2, num_workers=1) as python:
         assert python.backend == "processes" and python.num_workers == 1
+        assert isinstance(python.single_observation_space, gym.spaces.Tuple)
+    with aiopool.make("FrozenLake-v1", num_envs=2, num_workers=1, backend="processes") as python:
+        assert python.backend == "processes"
         assert isinstance(python.single_observation_space, gym.spaces.Discrete)
     with aiopool.make(lambda: CountingEnv(episode_length=3), num_envs=2) as factory:
         assert factory.backend == "processes"
