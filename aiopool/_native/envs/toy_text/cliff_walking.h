@@ -34,25 +34,13 @@ class CliffWalking {
 
   explicit CliffWalking(const Config& config) {
     const bool slippery = config.get_bool("is_slippery");
-    model_ = toy_text::shared_model(slippery ? "slippery" : "dry", [&] { return build(slippery); });
+    walk_.model = toy_text::shared_model(slippery ? "slippery" : "dry", [&] { return build(slippery); });
+    walk_.s = kStart;
   }
 
-  void reset(Rng& rng) {
-    s_ = model_->sample_initial(rng);
-    prob_ = 1.0;
-  }
-
-  StepResult step(const Action* action, Rng& rng) {
-    const toy_text::Transition& t = model_->sample(s_, *action, rng);
-    s_ = t.next;
-    prob_ = t.prob;
-    return {t.reward, t.terminated, false};
-  }
-
-  void write(Row& row) const {
-    *row.obs_as<int64_t>() = s_;
-    *row.info_as<double>(0) = prob_;
-  }
+  void reset(Rng& rng) { walk_.reset(rng); }
+  StepResult step(const Action* action, Rng& rng) { return walk_.step(*action, rng); }
+  void write(Row& row) const { walk_.write(row); }
 
  private:
   static constexpr int32_t kRows = 4, kCols = 12;
@@ -86,9 +74,7 @@ class CliffWalking {
     return m;
   }
 
-  std::shared_ptr<const toy_text::Model> model_;
-  int32_t s_ = kStart;
-  double prob_ = 1.0;
+  toy_text::Walk walk_;
 };
 
 // CliffWalkingSlippery-v1: gymnasium registers the same env with is_slippery=True.

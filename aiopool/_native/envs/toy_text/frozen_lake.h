@@ -54,31 +54,21 @@ class FrozenLake {
         reward_schedule_(config.get_numbers("reward_schedule")) {
     const std::vector<std::string> map = map_of(config);
     random_map_ = map.empty();
-    if (!random_map_) model_ = toy_text::shared_model(key(map), [&] { return build(map); });
+    if (!random_map_) walk_.model = toy_text::shared_model(key(map), [&] { return build(map); });
   }
 
   void reset(Rng& rng) {
     // A random map is drawn from the fresh seeded stream (a copy: the reset then draws from
     // the same state, as gymnasium's np_random after reset(seed=s)).
     const bool reseeded = rng.take_seed() >= 0;
-    if (random_map_ && (reseeded || model_ == nullptr)) {
-      model_ = std::make_shared<const toy_text::Model>(build(generate_random_map(rng)));
+    if (random_map_ && (reseeded || walk_.model == nullptr)) {
+      walk_.model = std::make_shared<const toy_text::Model>(build(generate_random_map(rng)));
     }
-    s_ = model_->sample_initial(rng);
-    prob_ = 1.0;
+    walk_.reset(rng);
   }
 
-  StepResult step(const Action* action, Rng& rng) {
-    const toy_text::Transition& t = model_->sample(s_, *action, rng);
-    s_ = t.next;
-    prob_ = t.prob;
-    return {t.reward, t.terminated, false};
-  }
-
-  void write(Row& row) const {
-    *row.obs_as<int64_t>() = s_;
-    *row.info_as<double>(0) = prob_;
-  }
+  StepResult step(const Action* action, Rng& rng) { return walk_.step(*action, rng); }
+  void write(Row& row) const { walk_.write(row); }
 
  private:
   static constexpr int kRandomSize = 8;  // generate_random_map(size=8, p=0.8)
@@ -209,10 +199,8 @@ class FrozenLake {
   bool is_slippery_;
   double success_rate_;
   std::vector<double> reward_schedule_;
-  std::shared_ptr<const toy_text::Model> model_;
   bool random_map_;
-  int32_t s_ = 0;
-  double prob_ = 1.0;
+  toy_text::Walk walk_;
 };
 
 // FrozenLake8x8-v1: gymnasium registers the same env with map_name="8x8".

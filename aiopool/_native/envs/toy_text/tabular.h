@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "../../env.h"
 #include "../../rng.h"
 
 namespace aiopool::toy_text {
@@ -86,6 +87,31 @@ struct Model {
     for (uint8_t i = 0; i < n; ++i)
       if (t[i].cum > u) return t[i];
     return t[0];
+  }
+};
+
+// Where a table-driven env is: its model, its state and the probability of the transition that
+// led there (gymnasium's info["prob"]: 1 after a reset). FrozenLake and CliffWalking are one.
+struct Walk {
+  std::shared_ptr<const Model> model;
+  int32_t s = 0;
+  double prob = 1.0;
+
+  void reset(Rng& rng) {
+    s = model->sample_initial(rng);
+    prob = 1.0;
+  }
+
+  StepResult step(int64_t action, Rng& rng) {
+    const Transition& t = model->sample(s, action, rng);
+    s = t.next;
+    prob = t.prob;
+    return {t.reward, t.terminated, false};
+  }
+
+  void write(Row& row) const {
+    *row.obs_as<int64_t>() = s;
+    *row.info_as<double>(0) = prob;
   }
 };
 
