@@ -406,11 +406,10 @@ def test_process_pool_matches_its_model(loop: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-@pytest.mark.xfail(reason="open (issue 30): the long campaign finds programs with flush() and "
-                          "short batches where the pool and the model disagree (a short batch "
-                          "received where the model expects a full one, flush() returning 0 with "
-                          "a row in flight, a drain receive waiting 20 s); not yet triaged "
-                          "between the model and the pool", strict=False)
+@pytest.mark.xfail(reason="open (issue 30): a second flush() while the first one's short batch "
+                          "is not yet received publishes both rows together (2 where the model "
+                          "expects 1, then a batch of 2 rows): merged or separate short batches, "
+                          "the contract must say which, on every backend", strict=False)
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_process_pool_matches_its_model_long_campaign(loop: str) -> None:
     _run(loop, examples=40, steps=50)
