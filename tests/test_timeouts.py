@@ -129,11 +129,20 @@ def test_recv_stops_spinning_when_batches_take_longer_than_the_spin() -> None:
     # Batches of 50 µs against a 50 ms spin, with spinning given up: the next probe catches a
     # batch and every later wait spins again. (A 5 ms spin missed every probe in 1 of 6 runs
     # with two busy processes beside it: a worker process waited longer than that for a core.)
+    # A wait whose batch is already there when recv_blocking looks takes it without spinning,
+    # and on a loaded machine most do, so the loop runs until a probe has come round (every
+    # _SPIN_PROBE_EVERY spinning waits), not for a fixed number of receives.
     with aiopool.make("Counting-v0", num_envs=1, num_threads=1, step_ns=50_000,
                       recv_spin_us=50_000) as pool:
         pool.async_reset()
         pool.recv_blocking()
         pool._spin_misses = 1000
+        for _ in range(20_000):
+            pool.send(np.zeros(1, dtype=np.int64))
+            pool.recv_blocking()
+            if pool._spin_misses < 1000:
+                break
+        assert pool._spin_misses < 1000, "no probe caught a batch"
         for _ in range(100):
             pool.send(np.zeros(1, dtype=np.int64))
             pool.recv_blocking()
