@@ -346,7 +346,9 @@ class Pool:
         envs than that, ``flush`` waits (GIL released, as ``recv_blocking``) until every env
         step sent so far has finished, then publishes the rows written since the last full
         batch as one short batch (``len(batch) < batch_size``) that the next ``recv``,
-        ``try_recv`` or ``recv_blocking`` returns. Later sends fill new batches as before.
+        ``try_recv`` or ``recv_blocking`` returns. Later sends fill new batches as before. A
+        second flush before the first one's batch is received publishes a second short batch
+        (the rows since the first); receives take them in flush order.
 
         Returns:
             The short batch's rows; 0 if there were none (every batch was full); -1 if env

@@ -126,3 +126,22 @@ async def test_flush_hands_out_a_short_batch_and_batches_go_on_after_it() -> Non
         pool.send(np.ones(4, np.int64))
         full = await pool.recv(timeout=5)
         assert len(full) == 4 and sorted(full.env_id.tolist()) == [0, 1, 2, 3]
+
+
+@pytest.mark.asyncio
+async def test_each_flush_publishes_its_own_short_batch() -> None:
+    """A second flush before the first one's short batch is received publishes a second short
+    batch (only the rows since the first), and receives take them in flush order."""
+    with counting(num_envs=4, batch_size=4, num_threads=1, step_ns=1_000_000) as pool:
+        pool.async_reset()
+        (await pool.recv(timeout=5)).release()
+        pool.send(np.array([5]), [0])
+        assert pool.flush(timeout=5) == 1
+        pool.send(np.array([6, 7]), [1, 2])
+        assert pool.flush(timeout=5) == 2
+        assert pool.flush(timeout=5) == 0  # nothing new since
+        first = await pool.recv(timeout=5)
+        second = await pool.recv(timeout=5)
+        assert first.env_id.tolist() == [0] and first.reward.tolist() == [5.0]
+        assert sorted(second.env_id.tolist()) == [1, 2]
+        assert sorted(second.reward.tolist()) == [6.0, 7.0]

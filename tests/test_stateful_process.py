@@ -406,10 +406,6 @@ def test_process_pool_matches_its_model(loop: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-@pytest.mark.xfail(reason="open (issue 30): a second flush() while the first one's short batch "
-                          "is not yet received publishes both rows together (2 where the model "
-                          "expects 1, then a batch of 2 rows): merged or separate short batches, "
-                          "the contract must say which, on every backend", strict=False)
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_process_pool_matches_its_model_long_campaign(loop: str) -> None:
     _run(loop, examples=40, steps=50)

@@ -93,7 +93,11 @@ class ProcessNative:
         # _LOST, its worker died and was not restarted.
         self._flags = np.full(n, _FRESH, dtype=np.uint8)
         self._ready: list[int] = []  # finished, not yet taken, in the order they were seen
-        self._cut = 0                                  # rows of a flushed short batch, or 0
+        # The batches flush published, oldest first, at the head of _ready: each flush cuts
+        # the whole batches it finds and one short batch, taken in that order, as the native
+        # pool's blocks are (a second flush before the first short batch is taken publishes
+        # a second short batch, not one merged with the first).
+        self._cuts: collections.deque[int] = collections.deque()
         self._errors_taken = 0                         # error rows taken (layout.errors: raised)
         self._no_errors_cache: dict[int, npt.NDArray[np.bool_]] = {}
         self._error_field = 3 + len(plan.info)         # env_error's index among the extras
@@ -144,7 +148,7 @@ class ProcessNative:
     def rows_in_flight(self) -> int:
         """Env steps sent and not yet taken, in batch units as the native pool counts them: a
         flushed short batch counts as a whole one."""
-        return self._untaken + (self.batch_size - self._cut if self._cut else 0)
+        return self._untaken + sum(self.batch_size - cut for cut in self._cuts)
 
     @property
     def closed(self) -> bool:
@@ -154,7 +158,7 @@ class ProcessNative:
     def ready_count(self) -> int:
         """Whole batches ready to take (a flushed short batch counts)."""
         self._collect()
-        return (1 if self._cut else 0) + (len(self._ready) - self._cut) // self.batch_size
+        return len(self._cuts) + (len(self._ready) - sum(self._cuts)) // self.batch_size
 
     def fileno(self) -> int:
         return self._pool_fd
@@ -218,14 +222,16 @@ class ProcessNative:
         if self._deaths:
             self._handle_deaths()
         self._collect()
-        if not self._cut and len(self._ready) < self.batch_size and spin_ns > 0:
+        if not self._cuts and len(self._ready) < self.batch_size and spin_ns > 0:
             until = time.perf_counter_ns() + spin_ns
             while len(self._ready) < self.batch_size and time.perf_counter_ns() < until:
                 self._collect()
-        rows = self._cut or (self.batch_size if len(self._ready) >= self.batch_size else 0)
-        if not rows:
+        if self._cuts:
+            rows = self._cuts.popleft()
+        elif len(self._ready) >= self.batch_size:
+            rows = self.batch_size
+        else:
             return None
-        self._cut = 0
         ids = np.array(self._ready[:rows], dtype=np.int32)
         del self._ready[:rows]
         _core._clear_flags(self._flags, ids, _BUSY)
@@ -249,7 +255,7 @@ class ProcessNative:
         had = len(self._ready)
         self._arm(rows)
         self._collect()  # the re-check after arming; it subtracts what it finds from `need`
-        if self._deaths or self._cut or len(self._ready) - had >= rows:
+        if self._deaths or self._cuts or len(self._ready) - had >= rows:
             return
         poller = select.poll()
         poller.register(self._pool_fd, select.POLLIN)
@@ -275,11 +281,13 @@ class ProcessNative:
                 return -1
             self._sleep_for(self._untaken - len(self._ready), remaining)
             self._collect()
-        if self._closed or not self._ready or len(self._ready) >= self.batch_size:
+        uncut = len(self._ready) - sum(self._cuts)
+        short = uncut % self.batch_size
+        if self._closed or not short:
             return 0
-        self._cut = len(self._ready)
+        self._cuts.extend([self.batch_size] * (uncut // self.batch_size) + [short])
         os.write(self._pool_fd, _EFD_ONE)  # wake a parked receiver for the short batch
-        return self._cut
+        return short
 
     def _flush_deaths(self) -> None:
         """``_handle_deaths`` for ``flush``; a death that loses envs for good also rings the
