@@ -327,8 +327,9 @@ def _plan(task_id: str, kwargs: dict[str, Any]) -> _Plan:
         if name in _RENDER_KEYS:
             if value in (None, False):
                 continue
-            raise ValueError(f"{name}={value!r}: aiopool's envs do not render; drop it, or "
-                             "render with gymnasium.make(..., render_mode='rgb_array')")
+            raise ValueError(f"{name}={value!r}: the EnvPool drop-in does not render yet; drop "
+                             "it, or render with aiopool.make(..., render_mode='rgb_array') "
+                             "(Atari, classic control, toy text)")
         if name not in config:
             hint = _did_you_mean(name, list(config))
             raise TypeError(f"{task_id} got an unexpected keyword argument {name!r}{hint}; "
@@ -741,8 +742,9 @@ class _EnvPool:
             "Use send/recv (or aiopool.make(...).stream() to overlap stepping with your policy)")
 
     def render(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("aiopool's envs do not render; render with "
-                                  "gymnasium.make(..., render_mode='rgb_array') instead")
+        raise NotImplementedError("the EnvPool drop-in does not render yet; render with "
+                                  "aiopool.make(..., render_mode='rgb_array') (Atari, classic "
+                                  "control, toy text)")
 
     def _close_pool(self) -> None:
         pool = getattr(self, "_pool", None)  # None: __init__ failed before making it

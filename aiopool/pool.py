@@ -23,7 +23,7 @@ import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -34,6 +34,9 @@ from ._waiting import Doorbell, Item
 from .batch import Batch
 from .errors import EnvError, NothingInFlight, PoolClosed, WorkerDied
 from .spec import EnvSpec
+
+if TYPE_CHECKING:
+    from ._render import StateRenderer
 
 _YIELD_EVERY = 8
 _YIELD_AFTER_NS = 1_000_000
@@ -61,8 +64,9 @@ class Pool:
     backend = "threads"
 
     def __init__(self, native: Any, spec: EnvSpec, *, seed: int | None, autoreset: str,
-                 recv_spin_us: float) -> None:
+                 recv_spin_us: float, renderer: StateRenderer | None = None) -> None:
         self._native = native
+        self._renderer = renderer
         self.spec = spec
         self.num_envs: int = native.num_envs
         self.batch_size: int = native.batch_size
@@ -108,6 +112,47 @@ class Pool:
     @property
     def num_threads(self) -> int:
         return int(self._native.num_threads)
+
+    @property
+    def render_mode(self) -> str | None:
+        """``"rgb_array"`` where the pool was made to render (``make(..., render_mode=)``)."""
+        return self.spec.render_mode
+
+    @property
+    def render_fps(self) -> float:
+        """The frame rate gymnasium's env declares for its videos (``metadata["render_fps"]``)."""
+        if self._renderer is not None:
+            return self._renderer.fps
+        from ._render import atari_fps
+
+        return atari_fps() if self.spec.family == "atari" else 30.0
+
+    def render(self, env_ids: npt.ArrayLike | None = None) -> npt.NDArray[np.uint8]:
+        """The current frames of ``env_ids`` (default all), batch-first: a read-only ``uint8``
+        array ``[k, height, width, 3]``, each frame equal to what gymnasium's ``env.render()``
+        gives for that env's state (``render_mode="rgb_array"``).
+
+        An env's current state is the one of its last received row: its episode's last frame
+        after a step that ended it (``next_step``), the new episode's first with ``same_step``.
+
+        Raises:
+            ValueError: the pool was made without ``render_mode``; an env has a step in flight
+                (receive its row first) or was never reset.
+            PoolClosed: the pool is closed.
+        """
+        self._check_open()
+        if self.spec.render_mode is None:
+            raise ValueError(f"this {self.spec.id} pool renders nothing: make it with "
+                             "render_mode='rgb_array'")
+        ids = self._all_ids if env_ids is None else self._as_ids(env_ids)
+        if self._renderer is not None:
+            frames = np.stack([self._renderer.frame(self._native.render_state(int(i)))
+                               for i in ids]) if len(ids) else np.zeros((0, 0, 0, 3), np.uint8)
+        else:
+            frames = np.empty((len(ids), *self.spec.render_shape), dtype=np.uint8)
+            self._native.render(ids, frames)
+        frames.flags.writeable = False
+        return frames
 
     @property
     def closed(self) -> bool:
@@ -451,6 +496,8 @@ class Pool:
         self._doorbell.fail_all(PoolClosed("the pool was closed while this recv waited"))
         self._doorbell.detach()
         self._native.close()
+        if self._renderer is not None:
+            self._renderer.close()
 
     async def aclose(self) -> None:
         """``close()`` from a coroutine.

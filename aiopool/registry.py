@@ -16,6 +16,7 @@ import numpy as np
 
 from ._native import _core  # the engine and the envs that need no simulator (core_module.cc)
 from ._native.families import CLASSIC_CONTROL, FAMILIES, NativeFamily
+from ._render import StateRenderer, check_render_mode
 from .pool import Pool
 from .spec import EnvSpec
 
@@ -103,7 +104,8 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
          worker_spin_us: float | None = None, backend: str | None = None,
          num_workers: int | None = None, restart: bool = False,
          step_timeout: float | None = None, on_env_error: str = "raise",
-         info_keys: Mapping[str, Any] | None = None, **env_kwargs: Any) -> Pool:
+         info_keys: Mapping[str, Any] | None = None, render_mode: str | None = None,
+         **env_kwargs: Any) -> Pool:
     """Make a pool of ``num_envs`` copies of ``env_id``.
 
     Which backend steps the envs:
@@ -155,6 +157,9 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
             Either way the env's next send resets it and ``pool.env_error(i)`` has the text.
         info_keys: process backend: scalar info keys to carry into ``batch.info``, with their
             dtypes (``{"lives": np.int32}``); a key missing from an env's info reads 0.
+        render_mode: ``"rgb_array"``: ``pool.render(env_ids)`` gives the envs' current frames,
+            equal to gymnasium's ``env.render()`` (classic control, toy text, Atari; other
+            families say at ``make`` that they cannot render yet).
         **env_kwargs: the env's gymnasium constructor arguments (or the factory's).
 
     Raises:
@@ -166,6 +171,7 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                   or value < 1):
             raise ValueError(f"{name} is {value!r}, expected a positive int")
+    check_render_mode(render_mode)
     if backend not in (None, "threads", "processes"):
         raise ValueError(f"backend is {backend!r}, expected 'threads', 'processes' or None")
     if backend == "threads" and not isinstance(env_id, str):
@@ -174,6 +180,9 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
     if backend is None:
         backend = "threads" if isinstance(env_id, str) and _is_native(env_id) else "processes"
     if backend == "processes":
+        if render_mode is not None:
+            raise ValueError(f"render_mode={render_mode!r}: the process backend does not render "
+                             "yet; render with gymnasium.make_vec(..., render_mode='rgb_array')")
         return _make_process(env_id, num_envs, batch_size, num_threads, seed, autoreset,
                              max_episode_steps=max_episode_steps, recv_spin_us=recv_spin_us,
                              worker_spin_us=worker_spin_us, num_workers=num_workers,
@@ -186,6 +195,10 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
                         f"backend; {env_id} runs on native threads (backend='processes' runs "
                         "gymnasium's implementation in worker processes)")
     family, module = _native_for(env_id)
+    if render_mode is not None and family.renders is None:
+        raise ValueError(f"render_mode={render_mode!r}: aiopool's {family.title} envs do not "
+                         f"render yet; render {env_id} with gymnasium.make(..., "
+                         "render_mode='rgb_array')")
     batch_size = num_envs if batch_size is None else batch_size
     if batch_size > num_envs:
         raise ValueError(f"batch_size ({batch_size}) must not exceed num_envs ({num_envs})")
@@ -215,8 +228,14 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
         int(worker_spin_us * 1000), -1 if max_episode_steps is None else max_episode_steps,
         max_spinners))
     spec = EnvSpec.from_native(env_id, native.spec, config, family=family.name,
-                               finite_actions=family.finite_actions)
-    return Pool(native, spec, seed=seed, autoreset=autoreset, recv_spin_us=recv_spin_us)
+                               finite_actions=family.finite_actions,
+                               renders=family.renders is not None, render_mode=render_mode)
+    renderer = None
+    if render_mode is not None and family.renders == "python":
+        renderer = StateRenderer(env_id, {k: list(v) if kinds[k] == "lines" and v is not None
+                                          else v for k, v in config.items()})
+    return Pool(native, spec, seed=seed, autoreset=autoreset, recv_spin_us=recv_spin_us,
+                renderer=renderer)
 
 
 def _is_native(env_id: str) -> bool:
@@ -301,7 +320,7 @@ def _lines(value: Any) -> tuple[str, ...] | None:
     return tuple(rows)
 
 
-_RENDER_KWARGS = frozenset({"render_mode", "width", "height", "camera_id", "camera_name",
+_RENDER_KWARGS = frozenset({"width", "height", "camera_id", "camera_name",
                             "default_camera_config", "max_geom", "visual_options"})
 
 
@@ -316,7 +335,12 @@ def _config(module: ModuleType, env_id: str,
         config[name] = _default(kind, default)
     for name, value in kwargs.items():
         if name not in valid:
-            why = " (aiopool envs do not render)" if name in _RENDER_KWARGS else ""
+            why = ""
+            if name in _RENDER_KWARGS:
+                family = family_of(env_id)
+                why = (f" (a rendering kwarg: {env_id} renders with render_mode='rgb_array' "
+                       "only)" if family is not None and family.renders else
+                       " (a rendering kwarg: these envs do not render yet)")
             close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close and not why else ""
             raise TypeError(f"{env_id} got an unexpected keyword argument {name!r}{why}{hint}; "

@@ -34,6 +34,10 @@ class EnvSpec:
             process backend's gymnasium envs and factories).
         finite_actions: whether ``send`` rejects NaN and inf in continuous actions. False for
             families whose simulator takes them as gymnasium passes them (MuJoCo).
+        renders: whether the env can render (``make(..., render_mode="rgb_array")``).
+        render_mode: ``"rgb_array"`` where the pool renders (``pool.render``), else None.
+        render_shape: ``(height, width, 3)`` of its frames where the env draws them in C++;
+            () where they come from gymnasium's drawing code (their size is the reference's).
     """
 
     id: str
@@ -44,10 +48,14 @@ class EnvSpec:
     config: dict[str, Any] = field(default_factory=dict)
     family: str | None = None
     finite_actions: bool = True
+    renders: bool = False
+    render_mode: str | None = None
+    render_shape: tuple[int, ...] = ()
 
     @classmethod
     def from_native(cls, env_id: str, native: dict[str, Any], config: dict[str, Any], *,
-                    family: str, finite_actions: bool) -> EnvSpec:
+                    family: str, finite_actions: bool, renders: bool = False,
+                    render_mode: str | None = None) -> EnvSpec:
         return cls(
             id=env_id,
             observation_space=_space(native["observation_space"]),  # type: ignore[arg-type,unused-ignore]
@@ -57,6 +65,9 @@ class EnvSpec:
             config=dict(config),
             family=family,
             finite_actions=finite_actions,
+            renders=renders,
+            render_mode=render_mode,
+            render_shape=tuple(int(d) for d in native.get("render_shape", ())),
         )
 
 

@@ -99,8 +99,9 @@ def test_attributes_methods_and_errors() -> None:
         env.env_method("close")
     assert env.env_is_wrapped(Monitor) == [True, True]
     assert env.env_is_wrapped(gym.wrappers.TimeLimit) == [False, False]
-    with pytest.raises(NotImplementedError, match="no renderer yet"):
-        env.render()
+    with pytest.warns(UserWarning, match="no `render_mode` was passed"):
+        assert env.render() is None  # made without render_mode: SB3's warning, no frame
+    assert env.get_images() == [None, None]
     with pytest.raises(RuntimeError, match=r"step\(\) before reset\(\)"):
         env.step(np.zeros(2, dtype=np.int64))
     first = env.reset()

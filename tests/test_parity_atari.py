@@ -114,6 +114,86 @@ def test_life_loss_info_keeps_playing() -> None:
     assert ends > 0
 
 
+class Screens:
+    """ale-py's emulator (its ``ALEInterface``) driven as an aiopool Atari env without no-op
+    starts or FIRE resets: ``reset_game`` at each reset (the ROM loaded with ``random_seed =
+    seed + i``), ``frameskip`` repeats of each action, an episode ended by game over or
+    ``max_frames``. ``screens()`` is each env's ``getScreenRGB()``: what ale-py's
+    ``env.render()`` returns."""
+
+    def __init__(self, game: str, num_envs: int, seed: int, frameskip: int, max_frames: int,
+                 autoreset: str) -> None:
+        from ale_py import ALEInterface, roms
+
+        self.ales = []
+        for i in range(num_envs):
+            ale = ALEInterface()
+            ale.setFloat("repeat_action_probability", 0.0)
+            ale.setInt("random_seed", seed + i)
+            ale.loadROM(roms.get_rom_path(game))
+            ale.reset_game()
+            self.ales.append(ale)
+        self.actions = self.ales[0].getMinimalActionSet()
+        self.frameskip, self.max_frames, self.autoreset = frameskip, max_frames, autoreset
+        self.frames = [0] * num_envs
+        self.ended = [False] * num_envs
+
+    def step(self, actions: Any) -> int:
+        """Step every env; returns how many episodes ended."""
+        ends = 0
+        for i, (ale, a) in enumerate(zip(self.ales, actions, strict=True)):
+            if self.ended[i]:  # next_step: this step is the reset
+                ale.reset_game()
+                self.frames[i], self.ended[i] = 0, False
+                continue
+            for _ in range(self.frameskip):
+                ale.act(self.actions[int(a)])
+                self.frames[i] += 1
+                if ale.game_over() or self.frames[i] >= self.max_frames:
+                    ends += 1
+                    if self.autoreset == "same_step":
+                        ale.reset_game()
+                        self.frames[i] = 0
+                    else:
+                        self.ended[i] = True
+                    break
+        return ends
+
+    def screens(self) -> Any:
+        return np.stack([ale.getScreenRGB() for ale in self.ales])
+
+
+@pytest.mark.parametrize("autoreset", ["next_step", "same_step"])
+@pytest.mark.parametrize("env_id", ["Pong-v5", "Breakout-v5"])
+def test_frames_equal_ale_pys_screens_through_resets(env_id: str, autoreset: str) -> None:
+    """500 frames of each game and mode (2 envs x 250 steps) across episode ends: each one
+    ale-py's screen of the same emulator state, pixel for pixel."""
+    seed, steps, max_frames = 7, 250, 240
+
+    async def run() -> int:
+        with aiopool.make(env_id, num_envs=2, num_threads=2, seed=seed, autoreset=autoreset,
+                          render_mode="rgb_array", noop_max=0, use_fire_reset=False,
+                          max_num_frames_per_episode=max_frames) as pool:
+            ref = Screens(GAMES[env_id], 2, seed, 4, max_frames, autoreset)
+            pool.async_reset()
+            await pool.recv()
+            frames = pool.render()
+            assert frames.shape == (2, 210, 160, 3) and not frames.flags.writeable
+            _assert_equal("reset", frames, ref.screens())
+            rng = np.random.default_rng(1)
+            ends = 0
+            for t in range(steps):
+                actions = rng.integers(0, int(pool.single_action_space.n), 2)
+                batch = await pool.step(actions)
+                ended = ref.step(actions)
+                assert int(np.sum(batch.terminated | batch.truncated)) == ended, f"step {t}"
+                _assert_equal(f"{env_id} {autoreset} step {t}", pool.render(), ref.screens())
+                ends += ended
+            return ends
+
+    assert asyncio.run(run()) >= 4, "the frames crossed too few resets"
+
+
 def test_frame_limit_truncates() -> None:
     ends = _compare("Pong-v5", 120, max_num_frames_per_episode=150, noop_max=5)
     assert ends > 0

@@ -6,10 +6,16 @@ compares obs, reward, terminated, truncated, elapsed_step and the family's info 
 ``prob``, Taxi's ``action_mask``) at every step, through many episodes and in each autoreset
 mode. Continuous actions include out-of-range values, which both sides clip. FrozenLake's
 random maps (``desc=None, map_name=None``) are ``generate_random_map(seed=seed + i)``.
+
+In ``next_step`` mode on asyncio's loop the pool renders (``render_mode="rgb_array"``) and
+env 0's frame is compared with gymnasium's ``env.render()`` at each of the first ``FRAMES``
+steps, through its episode ends and resets (the reference renders every step, as a video
+recorder does: Taxi's heading follows its last move only then).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +29,7 @@ import aiopool
 
 NUM_ENVS = 4
 STEPS = 1000
+FRAMES = 250  # per case: 1,500 frames of classic control, 2,250 of toy text
 MODES = ["next_step", "same_step", "disabled"]
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*CartPole-v0 is out of date")
@@ -109,18 +116,21 @@ def _case_id(case: tuple[str, dict[str, Any], Policy | Greedy, tuple[str, ...]])
     return case[0] + "".join(f"-{k}={v}" for k, v in case[1].items())
 
 
-def _make_reference(env_id: str, kwargs: dict[str, Any], seed: int) -> gym.Env[Any, Any]:
+def _make_reference(env_id: str, kwargs: dict[str, Any], seed: int,
+                    render_mode: str | None = None) -> gym.Env[Any, Any]:
     """gymnasium's env; FrozenLake's random map drawn as aiopool draws it for env ``seed``."""
     if "desc" in kwargs and kwargs["desc"] is None and kwargs.get("map_name", "4x4") is None:
         kwargs = {**kwargs, "desc": generate_random_map(seed=seed)}
-    return gym.make(env_id, **kwargs)
+    return gym.make(env_id, render_mode=render_mode, **kwargs)
 
 
 class Reference:
     """gymnasium envs driven with the pool's autoreset semantics (gymnasium 1.x vector envs)."""
 
-    def __init__(self, env_id: str, kwargs: dict[str, Any], seed: int, mode: str) -> None:
-        self.envs = [_make_reference(env_id, kwargs, seed + i) for i in range(NUM_ENVS)]
+    def __init__(self, env_id: str, kwargs: dict[str, Any], seed: int, mode: str,
+                 render_mode: str | None = None) -> None:
+        self.envs = [_make_reference(env_id, kwargs, seed + i, render_mode)
+                     for i in range(NUM_ENVS)]
         self.mode = mode
         self.seed = seed
         self.ended = np.zeros(NUM_ENVS, dtype=bool)
@@ -195,11 +205,14 @@ async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any
                                               policy: Policy | Greedy, info_keys: tuple[str, ...],
                                               mode: str) -> None:
     seed = 2024
-    ref = Reference(env_id, kwargs, seed, mode)
+    # Frames once per case: on asyncio's loop (the loop changes nothing a frame shows).
+    on_uvloop = type(asyncio.get_running_loop()).__module__.startswith("uvloop")
+    render_mode = "rgb_array" if mode == "next_step" and not on_uvloop else None
+    ref = Reference(env_id, kwargs, seed, mode, render_mode)
     if isinstance(policy, Greedy):
         policy = policy.bound(ref.envs)
     with aiopool.make(env_id, num_envs=NUM_ENVS, batch_size=NUM_ENVS, num_threads=2, seed=seed,
-                      autoreset=mode, **kwargs) as pool:
+                      autoreset=mode, render_mode=render_mode, **kwargs) as pool:
         assert pool.single_observation_space == ref.envs[0].observation_space
         assert pool.single_action_space == ref.envs[0].action_space
         space = pool.single_action_space
@@ -211,7 +224,9 @@ async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any
         _assert_rows(batch, expected, ref.elapsed, "reset", info_keys)
         obs = np.stack([expected[i][0] for i in range(NUM_ENVS)])
 
-        episodes = 0
+        episodes = ends_seen = 0
+        if render_mode:
+            _assert_frame(pool.render([0])[0], ref.envs[0].render(), "reset")
         for t in range(STEPS):
             actions = policy(obs, np.stack([space.sample() for _ in range(NUM_ENVS)]))
             if mode == "disabled":
@@ -229,7 +244,20 @@ async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any
                 expected = ref.step(actions, list(range(NUM_ENVS)))
             episodes += _assert_rows(batch, expected, ref.elapsed, f"step {t}", info_keys)
             obs = np.stack([expected[i][0] for i in range(NUM_ENVS)])
+            if render_mode and t < FRAMES:
+                ends_seen += bool(batch.terminated[batch.env_id == 0].any()
+                                  or batch.truncated[batch.env_id == 0].any())
+                _assert_frame(pool.render([0])[0], ref.envs[0].render(), f"step {t}")
         assert episodes >= NUM_ENVS, f"only {episodes} episodes ended; the test covers too little"
+        if render_mode:
+            assert ends_seen, "env 0's frames crossed no episode end"
+
+
+def _assert_frame(got: npt.NDArray[np.uint8], want: Any, where: str) -> None:
+    want = np.asarray(want)
+    assert got.shape == want.shape, f"{where}: frame {got.shape} != gymnasium {want.shape}"
+    differ = int(np.any(got != want, axis=-1).sum())
+    assert differ == 0, f"{where}: {differ} pixels differ from gymnasium's frame"
 
 
 async def _follow(pool: aiopool.Pool, ref: Reference, seed: int | None, steps: int) -> None:

@@ -299,8 +299,10 @@ def test_bad_kwargs_are_rejected_with_the_valid_ones() -> None:
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'gravity'.*valid: "
                                         r"xml_file, frame_skip, forward_reward_weight"):
         aiopool.make("Ant-v5", gravity=1.0)
-    with pytest.raises(TypeError, match="do not render"):
+    with pytest.raises(ValueError, match="MuJoCo envs do not render yet"):
         aiopool.make("Hopper-v5", render_mode="rgb_array")
+    with pytest.raises(TypeError, match="'width'.*a rendering kwarg.*do not render yet"):
+        aiopool.make("Hopper-v5", width=84)
     with pytest.raises(TypeError, match=r"healthy_z_range.*\(low, high\) pair"):
         aiopool.make("Hopper-v5", healthy_z_range=0.7)
     with pytest.raises(TypeError, match="frame_skip.*an int"):

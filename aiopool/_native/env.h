@@ -15,6 +15,13 @@
 //     void write(Row& row) const;                      // obs + info extras of the current state
 //   };
 //
+// Rendering (render_mode="rgb_array") is optional, in one of two ways:
+//   void render(uint8_t* rgb) const;          // the current frame, EnvSpec::render_shape bytes
+//   std::vector<double> render_state() const; // what a Python renderer draws the frame from
+// The first renders in C++ (Atari: the screen ale-py's env.render() gives); the second hands
+// the state the reference's own drawing code reads (classic control's `state`, toy text's `s`)
+// to the family's Python renderer (aiopool/_render.py), so frames are the reference's own.
+//
 // Registering it is one line (see registry.h), naming gymnasium's time limit:
 //   AIOPOOL_REGISTER_ENV("MyEnv-v0", MyEnv, 500);
 #pragma once
@@ -145,6 +152,8 @@ struct EnvSpec {
   bool finite_actions = true;
   // The largest `seed + i` the env accepts, or -1 for any (the reference may take C ints).
   int64_t max_seed = -1;
+  // (height, width, 3) of the frames `render(uint8_t*)` writes; empty where the env has none.
+  std::vector<int64_t> render_shape;
 };
 
 // What one step did. The runner adds the time limit to `truncated` and keeps the statistics.

@@ -38,6 +38,10 @@ class NativeFamily:
             go to the simulator, as gymnasium passes them (MuJoCo zeroes them and warns). The
             C++ env spec enforces it (``EnvSpec::finite_actions``, env.h); tests/test_registry.py
             checks that the two agree for every env.
+        renders: how its pools render with ``render_mode="rgb_array"`` (aiopool/_render.py):
+            ``"native"``, frames drawn in C++ (``render(uint8_t*)``, env.h); ``"python"``, the
+            env's state drawn by its gymnasium class's own ``render()``; None, it cannot render
+            (``make`` says so).
         preload: run before the import; raises ImportError saying what is missing.
         not_built: why the module is missing when the build left it out on purpose.
     """
@@ -48,6 +52,7 @@ class NativeFamily:
     ids: frozenset[str] = frozenset()
     pattern: str | None = None
     finite_actions: bool = True
+    renders: str | None = None
     preload: Callable[[], None] | None = None
     not_built: str | None = None
 
@@ -58,14 +63,16 @@ class NativeFamily:
 
 # The envs that need no simulator (core_module.cc); the engine lives in the same module and is
 # imported by the registry directly, so nothing needs declaring for "unavailable here".
-CLASSIC_CONTROL = NativeFamily(name="classic_control", title="classic control", module="_core")
+CLASSIC_CONTROL = NativeFamily(name="classic_control", title="classic control", module="_core",
+                               renders="python")
 
 
 # gymnasium's toy-text envs (toy_text_module.cc): plain C++, built with the core.
 TOY_TEXT = NativeFamily(
     name="toy_text", title="toy text", module="_toy_text",
     ids=frozenset({"FrozenLake-v1", "FrozenLake8x8-v1", "CliffWalking-v1",
-                   "CliffWalkingSlippery-v1", "Taxi-v4"}))
+                   "CliffWalkingSlippery-v1", "Taxi-v4"}),
+    renders="python")
 
 
 MUJOCO_VERSION = "4.0.0"  # the libmujoco the _mujoco module is linked against, exactly
@@ -99,6 +106,7 @@ MUJOCO = NativeFamily(
 ATARI = NativeFamily(
     name="atari", title="Atari", module="_atari",
     pattern=r"[A-Z][A-Za-z0-9]*-v5",  # gymnasium's ALE/<Game>-v5 without "ALE/"
+    renders="native",
     not_built="this aiopool was built without ALE (-DAIOPOOL_WITH_ALE=OFF, or the build could "
               "not fetch the ale-py 0.12.1 sdist; its log says why). Reinstall with access to "
               "PyPI, or pass an unpacked sdist: pip install -e . "

@@ -429,6 +429,7 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
                      d["action_space"] = space_dict(s.action_space);
                      d["max_episode_steps"] = s.max_episode_steps;
                      d["max_seed"] = s.max_seed;
+                     d["render_shape"] = nb::tuple(nb::cast(s.render_shape));
                      nb::list info;
                      for (const Field& f : s.info)
                        info.append(nb::make_tuple(f.name, dtype_name(f.dtype), nb::tuple(nb::cast(f.shape))));
@@ -521,6 +522,26 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
            })
       .def_prop_ro("rows_unwritten", &PyPool::rows_unwritten)
       .def("env_error", &PyPool::env_error)
+      // Frames of idle envs into `out` ([k, *render_shape]), GIL released while drawing; False
+      // where the env does not render in C++.
+      .def("render",
+           [](PyPool& p, IdArray ids, nb::ndarray<uint8_t, nb::c_contig, nb::device::cpu> out) {
+             const std::vector<int64_t>& shape = p.spec().render_shape;
+             std::size_t frame = 1;
+             for (int64_t d : shape) frame *= static_cast<std::size_t>(d);
+             const std::size_t k = ids.shape(0);
+             if (shape.empty()) return false;
+             if (out.size() != k * frame) throw std::invalid_argument("render: out has the wrong size");
+             p.claim_render(ids.data(), k);
+             bool ok;
+             {
+               nb::gil_scoped_release release;
+               ok = p.render(ids.data(), k, out.data(), frame);
+             }
+             p.release_render(ids.data(), k);
+             return ok;
+           })
+      .def("render_state", &PyPool::render_state)
       .def_prop_ro("rows_in_flight", &PyPool::rows_in_flight)
       .def_prop_ro("ready_count", &PyPool::ready_count)
       .def_prop_ro("blocks_allocated", [](PyPool& p) { return p.store()->allocated(); })

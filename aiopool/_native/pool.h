@@ -179,6 +179,31 @@ class Pool {
     return runner_->env_error(id);
   }
 
+  // Rendering: `claim_render` (GIL held) checks the envs and marks them busy, so that no send
+  // reaches them while `render` draws (GIL released); `release_render` clears the marks.
+  void claim_render(const int32_t* ids, std::size_t k) {
+    check_ids(ids, k, "render", true, false);
+    for (std::size_t j = 0; j < k; ++j)
+      if (needs_reset_[static_cast<std::size_t>(ids[j])] == kNeverReset)
+        throw std::invalid_argument("render: env " + std::to_string(ids[j]) +
+                                    " has not been reset yet; call async_reset() and receive its row first");
+    for (std::size_t j = 0; j < k; ++j) busy_[static_cast<std::size_t>(ids[j])] = 1;
+  }
+  void release_render(const int32_t* ids, std::size_t k) {
+    for (std::size_t j = 0; j < k; ++j) busy_[static_cast<std::size_t>(ids[j])] = 0;
+  }
+  bool render(const int32_t* ids, std::size_t k, uint8_t* out, std::size_t frame_bytes) const {
+    for (std::size_t j = 0; j < k; ++j)
+      if (!runner_->render(ids[j], out + j * frame_bytes)) return false;
+    return true;
+  }
+  std::vector<double> render_state(int32_t id) {
+    claim_render(&id, 1);
+    std::vector<double> s = runner_->render_state(id);
+    release_render(&id, 1);
+    return s;
+  }
+
   void arm() { ready_.arm(); }
   uint64_t drain() { return ready_.drain(); }
   int fd() const { return ready_.fd(); }
@@ -217,8 +242,8 @@ class Pool {
       stamp_[i] = epoch_;
       if (need_idle && busy_[i])
         throw std::invalid_argument(std::string(what) + ": env " + std::to_string(id) +
-                                    " still has an action in flight; receive its result before "
-                                    "sending it another");
+                                    " still has an action in flight; receive its result before " +
+                                    (std::string(what) == "render" ? "rendering it" : "sending it another"));
       if (need_reset_ok && needs_reset_[i])
         throw std::invalid_argument(std::string(what) + ": env " + std::to_string(id) +
                                     (needs_reset_[i] == kEnded

@@ -63,6 +63,11 @@ class Runner {
   virtual void run(const Ticket& ticket) = 0;
   // The env's last error message, for envs that report one (MuJoCo); "" otherwise.
   virtual std::string env_error(int) const { return {}; }
+  // The env's current frame into `rgb` (EnvSpec::render_shape bytes), where the env renders in
+  // C++; false otherwise. Only for an env nobody steps meanwhile (Pool::render checks).
+  virtual bool render(int, uint8_t*) const { return false; }
+  // The state a Python renderer draws from (see env.h), or empty.
+  virtual std::vector<double> render_state(int) const { return {}; }
   Orders orders;
   Output out;
 };
@@ -91,6 +96,20 @@ class EnvRunner final : public Runner {
   std::string env_error(int id) const override {
     if constexpr (requires(const E& e) { e.error(); })
       return states_[static_cast<std::size_t>(id)].env.error();
+    return {};
+  }
+
+  bool render(int id, uint8_t* rgb) const override {
+    if constexpr (requires(const E& e, uint8_t* p) { e.render(p); }) {
+      states_[static_cast<std::size_t>(id)].env.render(rgb);
+      return true;
+    }
+    return false;
+  }
+
+  std::vector<double> render_state(int id) const override {
+    if constexpr (requires(const E& e) { e.render_state(); })
+      return states_[static_cast<std::size_t>(id)].env.render_state();
     return {};
   }
 

@@ -36,6 +36,14 @@ __all__ = ["Lockstep", "Plan", "Rows"]
 Seeds = int | Sequence[int | None] | None
 
 
+def render_metadata(pool: Pool) -> dict[str, Any]:
+    """What an env's ``metadata`` says of rendering, as gymnasium's env of that id says it:
+    the render modes, and where the pool renders, the videos' frame rate."""
+    if pool.render_mode is None:
+        return {"render_modes": ["rgb_array"] if pool.spec.renders else []}
+    return {"render_modes": ["rgb_array"], "render_fps": pool.render_fps}
+
+
 class Rows(NamedTuple):
     """One row per env of a lockstep call, ordered by env id; every array but ``env_id`` (the
     lockstep's own read-only ids, or the ``env_ids`` it was asked for) is a writeable copy, and

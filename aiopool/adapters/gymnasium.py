@@ -22,7 +22,7 @@ from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, create_empty_array
 
-from . import Lockstep, Rows, Seeds, obs_map
+from . import Lockstep, Rows, Seeds, obs_map, render_metadata
 
 __all__ = ["GymnasiumVectorEnv", "make_gymnasium"]
 
@@ -44,7 +44,9 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
 
     Differences from ``SyncVectorEnv``: ``reset()`` without a seed on a fresh env continues
     from the ``seed`` given to ``make_gymnasium`` (default 0) rather than OS entropy; ``reset``
-    takes no options other than ``reset_mask``; nothing renders yet. The envs live in C++:
+    takes no options other than ``reset_mask``. With ``render_mode="rgb_array"``, ``render()``
+    gives each env's frame, as ``SyncVectorEnv.render()`` (``RecordVideo`` records them). The
+    envs live in C++:
     ``get_attr`` / ``call`` answer ``spec``, ``np_random_seed``, ``observation_space``,
     ``action_space``, ``metadata`` and ``render_mode``, and raise AttributeError for other names;
     ``set_attr`` raises (pass constructor kwargs to ``make_gymnasium`` instead).
@@ -60,18 +62,17 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
                  num_threads: int | None = None, copy: bool = True,
                  **make_kwargs: Any) -> None:
         mode = _autoreset_mode(autoreset_mode)
-        if make_kwargs.get("render_mode") is not None:
-            raise ValueError(f"render_mode={make_kwargs['render_mode']!r}: aiopool's native envs"
-                             " do not render yet; use gymnasium.make_vec to render")
-        make_kwargs.pop("render_mode", None)
+        if make_kwargs.get("render_mode") is None:
+            make_kwargs.pop("render_mode", None)
         self._steps = Lockstep(env_id, num_envs, seed=seed, autoreset=_POOL_MODES[mode],
                                num_threads=num_threads, copy_obs=copy, **make_kwargs)
         self.copy = copy
         pool = self._steps.pool
         self.num_envs = num_envs
         self.autoreset_mode = mode
-        self.metadata = {"autoreset_mode": mode, "render_modes": []}
-        self.render_mode = None
+        self._env_metadata = render_metadata(pool)
+        self.metadata = {"autoreset_mode": mode, **self._env_metadata}
+        self.render_mode = pool.render_mode
         self.single_observation_space = pool.single_observation_space
         self.single_action_space = pool.single_action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
@@ -160,8 +161,8 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
                    "spec": lambda i: self._single_spec,
                    "observation_space": lambda i: self.single_observation_space,
                    "action_space": lambda i: self.single_action_space,
-                   "metadata": lambda i: {"render_modes": []},
-                   "render_mode": lambda i: None}
+                   "metadata": lambda i: dict(self._env_metadata),
+                   "render_mode": lambda i: self.render_mode}
         if name not in per_env:
             raise AttributeError(
                 f"aiopool's {self._env_id} envs run in C++ and have no attribute {name!r}; "
@@ -181,9 +182,15 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
             f"({name!r}); pass the env's constructor kwargs to make_gymnasium instead")
 
     def render(self) -> tuple[Any, ...] | None:
-        raise NotImplementedError(
-            f"aiopool's {self._env_id} has no renderer yet; render with "
-            f"gymnasium.make_vec({self._env_id!r}, ..., render_mode='rgb_array') instead")
+        """Each env's current frame (``render_mode="rgb_array"``), as ``SyncVectorEnv``; a
+        None per env, with gymnasium's warning, without a render_mode."""
+        pool = self._steps.pool
+        if pool.render_mode is None:
+            gym.logger.warn("You are calling render method without specifying any render mode. "
+                            "You can specify the render_mode at initialization, e.g. "
+                            f"make_gymnasium({self._env_id!r}, render_mode='rgb_array')")
+            return (None,) * self.num_envs
+        return tuple(pool.render())
 
     def close_extras(self, **kwargs: Any) -> None:
         self._steps.close()

@@ -36,7 +36,7 @@ from stable_baselines3.common.vec_env.base_vec_env import (  # type: ignore[impo
     VecEnvStepReturn,
 )
 
-from . import Lockstep, obs_map
+from . import Lockstep, obs_map, render_metadata
 
 __all__ = ["Sb3VecEnv", "make_sb3"]
 
@@ -51,7 +51,9 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
     ``step_async`` sends the actions to the C++ workers and returns at once; ``step_wait``
     waits for them with the GIL released. The envs live in C++: ``get_attr`` answers
     ``render_mode``, ``observation_space``, ``action_space``, ``spec`` and ``metadata``;
-    ``set_attr`` and ``env_method`` raise. Nothing renders yet.
+    ``set_attr`` and ``env_method`` raise. With ``render_mode="rgb_array"``, ``get_images()``
+    gives each env's frame and ``render()`` SB3's tiled image of them (``VecVideoRecorder``
+    records it).
     """
 
     def __init__(self, env_id: str, num_envs: int = 1, *, seed: int | None = 0,
@@ -61,9 +63,9 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
         pool = self._steps.pool
         self._env_id = env_id
         self._attrs: dict[str, Any] = {
-            "render_mode": None, "observation_space": pool.single_observation_space,
+            "render_mode": pool.render_mode, "observation_space": pool.single_observation_space,
             "action_space": pool.single_action_space, "spec": pool.spec,
-            "metadata": {"render_modes": []}}
+            "metadata": render_metadata(pool)}
         self._t_start = time.time()
         # The family's info keys (every key but the pool's own), and each env's info keys.
         self._family = [k for k in self._steps.plan.keys if k not in _POOL_KEYS]
@@ -140,10 +142,11 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
         return [wrapper_class is Monitor for _ in self._get_indices(indices)]
 
     def get_images(self) -> Sequence[npt.NDArray[Any] | None]:
-        raise NotImplementedError(f"aiopool's {self._env_id} has no renderer yet")
-
-    def render(self, mode: str | None = None) -> npt.NDArray[Any] | None:
-        raise NotImplementedError(f"aiopool's {self._env_id} has no renderer yet")
+        """Each env's current frame (``render_mode="rgb_array"``), else a None per env."""
+        pool = self._steps.pool
+        if pool.render_mode is None:
+            return [None] * self.num_envs
+        return list(pool.render())
 
     def __repr__(self) -> str:
         return f"Sb3VecEnv({self._env_id!r}, num_envs={self.num_envs})"

@@ -90,6 +90,7 @@ class Atari {
               {"reward_unclipped", DType::kInt32, {}},
               {"episode_score", DType::kFloat64, {}}};
     s.max_seed = std::numeric_limits<int32_t>::max();  // ale-py's seeds are C ints
+    s.render_shape = {rom.height, rom.width, 3};
     return s;
   }
 
@@ -169,6 +170,13 @@ class Atari {
     r.continues = r.terminated && !over;
     restart_ = r.continues && o_.soft_reset_on_life_loss;
     return r;
+  }
+
+  // The screen the last frame left, in colour: ale-py's env.render() (ALE's getScreenRGB).
+  void render(uint8_t* rgb) const {
+    const ale::pixel_t* screen = ale_->getScreen().getArray();
+    for (std::size_t p = 0; p < raw_pixels_; ++p)
+      std::memcpy(rgb + 3 * p, colour_.data() + 3 * static_cast<std::size_t>(screen[p]), 3);
   }
 
   void write(Row& row) const {

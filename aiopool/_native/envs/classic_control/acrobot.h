@@ -72,6 +72,9 @@ class Acrobot {
     return {terminated ? 0.0 : -1.0, terminated, false};
   }
 
+  // gymnasium's `state` and whether it is float32 (render() draws it in its own dtype).
+  std::vector<double> render_state() const { return {s_[0], s_[1], s_[2], s_[3], state_is_f32_ ? 1.0 : 0.0}; }
+
   void write(Row& row) const {
     float* obs = row.obs_as<float>();
     if (state_is_f32_) {

@@ -89,6 +89,9 @@ class CartPole {
     obs[3] = static_cast<float>(theta_dot_);
   }
 
+  // gymnasium's `state` (float64), which its render() draws.
+  std::vector<double> render_state() const { return {x_, x_dot_, theta_, theta_dot_}; }
+
  private:
   // Folded at compile time with the same IEEE double arithmetic Python uses at __init__.
   static constexpr double kGravity = 9.8;

@@ -55,6 +55,9 @@ class MountainCar {
     obs[1] = static_cast<float>(velocity_);
   }
 
+  // gymnasium's `state`, which its render() draws.
+  std::vector<double> render_state() const { return {position_, velocity_}; }
+
  private:
   // np.clip on a float64 scalar: min(max(x, lo), hi), NaN passes through.
   static double clip(double x, double lo, double hi) {

@@ -75,6 +75,11 @@ class MountainCarContinuous {
     return {reward, terminated, false};
   }
 
+  // gymnasium's `state` and whether it is float32 (render() draws it in its own dtype).
+  std::vector<double> render_state() const {
+    return {position_.v, velocity_.v, position_.kind == Num::Kind::kF32 ? 1.0 : 0.0};
+  }
+
   void write(Row& row) const {
     float* obs = row.obs_as<float>();
     obs[0] = static_cast<float>(position_.v);

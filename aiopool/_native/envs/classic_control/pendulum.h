@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <vector>
 
@@ -39,11 +40,13 @@ class Pendulum {
     // uniform(low=-high, high=high) with high = np.array([pi, 1.0]): one draw per element.
     th_ = rng.uniform(-std::numbers::pi, std::numbers::pi);
     thdot_ = rng.uniform(-1.0, 1.0);
+    last_u_ = std::numeric_limits<double>::quiet_NaN();
   }
 
   StepResult step(const Action* action, Rng&) {
     // u = np.clip(u, -max_torque, max_torque)[0]: float32, NaN passes through.
     const float u = clip(action[0], static_cast<float>(-kMaxTorque), static_cast<float>(kMaxTorque));
+    last_u_ = u;
 
     // A Python float times an np.float32 is a float32 product with the Python float rounded
     // to float32; float32 + float64 is float64.
@@ -64,6 +67,10 @@ class Pendulum {
     obs[1] = static_cast<float>(np_sin(th_));
     obs[2] = static_cast<float>(thdot_);
   }
+
+  // gymnasium's `state` and `last_u` (NaN for None: NaN actions are refused), which its
+  // render() draws.
+  std::vector<double> render_state() const { return {th_, thdot_, last_u_}; }
 
  private:
   // np.clip on a scalar: min(max(x, lo), hi), NaN passes through.
@@ -107,6 +114,7 @@ class Pendulum {
 
   double g_;
   double th_ = 0.0, thdot_ = 0.0;
+  double last_u_ = std::numeric_limits<double>::quiet_NaN();  // a float32, or None
 };
 
 AIOPOOL_REGISTER_ENV("Pendulum-v1", Pendulum, 200);

@@ -41,6 +41,8 @@ class CliffWalking {
   void reset(Rng& rng) { walk_.reset(rng); }
   StepResult step(const Action* action, Rng& rng) { return walk_.step(*action, rng); }
   void write(Row& row) const { walk_.write(row); }
+  // gymnasium's `s`, which its render() draws.
+  std::vector<double> render_state() const { return {static_cast<double>(walk_.s)}; }
 
  private:
   static constexpr int32_t kRows = 4, kCols = 12;

@@ -55,6 +55,7 @@ class FrozenLake {
     const std::vector<std::string> map = map_of(config);
     random_map_ = map.empty();
     if (!random_map_) walk_.model = toy_text::shared_model(key(map), [&] { return build(map); });
+    desc_ = map;
   }
 
   void reset(Rng& rng) {
@@ -62,13 +63,22 @@ class FrozenLake {
     // the same state, as gymnasium's np_random after reset(seed=s)).
     const bool reseeded = rng.take_seed() >= 0;
     if (random_map_ && (reseeded || walk_.model == nullptr)) {
-      walk_.model = std::make_shared<const toy_text::Model>(build(generate_random_map(rng)));
+      desc_ = generate_random_map(rng);
+      walk_.model = std::make_shared<const toy_text::Model>(build(desc_));
     }
     walk_.reset(rng);
   }
 
   StepResult step(const Action* action, Rng& rng) { return walk_.step(*action, rng); }
   void write(Row& row) const { walk_.write(row); }
+  // What gymnasium's render() draws: `s`, then the map (`desc`, drawn anew for a random map),
+  // as its row count and its letters' codes.
+  std::vector<double> render_state() const {
+    std::vector<double> out{static_cast<double>(walk_.s), static_cast<double>(desc_.size())};
+    for (const std::string& row : desc_)
+      for (char c : row) out.push_back(static_cast<double>(c));
+    return out;
+  }
 
  private:
   static constexpr int kRandomSize = 8;  // generate_random_map(size=8, p=0.8)
@@ -200,6 +210,7 @@ class FrozenLake {
   double success_rate_;
   std::vector<double> reward_schedule_;
   bool random_map_;
+  std::vector<std::string> desc_;  // the map, for render_state()
   toy_text::Walk walk_;
 };
 

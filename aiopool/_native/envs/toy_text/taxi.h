@@ -55,6 +55,7 @@ class Taxi {
   void reset(Rng& rng) {
     s_ = model_->sample_initial(rng);
     prob_ = 1.0;
+    orientation_ = 0;
     fickle_step_ = fickle_passenger_ && rng.next_double() < fickle_probability_;
   }
 
@@ -73,7 +74,14 @@ class Taxi {
     }
     s_ = s;
     prob_ = t.prob;
+    if (*action < 4) orientation_ = static_cast<int32_t>(*action);
     return {t.reward, t.terminated, false};
+  }
+
+  // What gymnasium's render() draws: `s` and `taxi_orientation`, which its render sets from
+  // the last move (0-3) since the reset when it renders every step.
+  std::vector<double> render_state() const {
+    return {static_cast<double>(s_), static_cast<double>(orientation_)};
   }
 
   void write(Row& row) const {
@@ -216,6 +224,7 @@ class Taxi {
   double fickle_probability_;
   std::shared_ptr<const toy_text::Model> model_;
   int32_t s_ = 0;
+  int32_t orientation_ = 0;  // the taxi's heading in frames: the last move since the reset
   double prob_ = 1.0;
   bool fickle_step_ = false;
 };

@@ -1,0 +1,122 @@
+"""Frames of ``render_mode="rgb_array"`` pools.
+
+Two ways, as a family declares (``NativeFamily.renders``, families.py):
+
+- ``"native"``: the env draws its frame in C++ (Atari: the screen ale-py's ``env.render()``
+  gives), with the GIL released.
+- ``"python"``: the reference draws it. The env hands the state its gymnasium class's
+  ``render()`` reads (``render_state()``, env.h); a gymnasium env of that class, made once per
+  pool with the pool's kwargs, is given that state and renders it with gymnasium's own drawing
+  code (pygame). The frames are the reference's by construction, for any state the C++ env
+  reaches bit for bit.
+
+A frame is only taken of an env with no step in flight (its last received row's state).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+RENDER_MODES = ("rgb_array",)
+
+
+def check_render_mode(render_mode: str | None) -> None:
+    if render_mode is not None and render_mode not in RENDER_MODES:
+        raise ValueError(f"render_mode is {render_mode!r}; aiopool renders 'rgb_array' (frames "
+                         "as arrays) or nothing (None)")
+
+
+def _array(state: Sequence[float], n: int, f32: float) -> npt.NDArray[Any]:
+    return np.array(state[:n], dtype=np.float32 if f32 else np.float64)
+
+
+def _cart_pole(env: Any, s: Sequence[float]) -> None:
+    env.state = np.array(s[:4], dtype=np.float64)
+
+
+def _mountain_car(env: Any, s: Sequence[float]) -> None:
+    env.state = np.array(s[:2], dtype=np.float64)
+
+
+def _mountain_car_continuous(env: Any, s: Sequence[float]) -> None:
+    env.state = _array(s, 2, s[2])
+
+
+def _pendulum(env: Any, s: Sequence[float]) -> None:
+    env.state = np.array(s[:2], dtype=np.float64)
+    env.last_u = None if math.isnan(s[2]) else np.float32(s[2])
+
+
+def _acrobot(env: Any, s: Sequence[float]) -> None:
+    env.state = _array(s, 4, s[4])
+
+
+def _frozen_lake(env: Any, s: Sequence[float]) -> None:
+    env.s = int(s[0])
+    letters = np.array(s[2:], dtype=np.uint8).reshape(int(s[1]), -1)
+    env.desc = letters.view("S1")  # as np.asarray(desc, dtype="c") holds it
+    env.nrow, env.ncol = env.desc.shape
+
+
+def _cliff_walking(env: Any, s: Sequence[float]) -> None:
+    env.s = int(s[0])
+
+
+def _taxi(env: Any, s: Sequence[float]) -> None:
+    env.s = int(s[0])
+    env.taxi_orientation = int(s[1])
+    env.lastaction = None  # render() would turn the heading to it otherwise
+
+
+# gymnasium's env classes by name, and how each takes the state its render() reads.
+_SETTERS: dict[str, Callable[[Any, Sequence[float]], None]] = {
+    "CartPoleEnv": _cart_pole,
+    "MountainCarEnv": _mountain_car,
+    "Continuous_MountainCarEnv": _mountain_car_continuous,
+    "PendulumEnv": _pendulum,
+    "AcrobotEnv": _acrobot,
+    "FrozenLakeEnv": _frozen_lake,
+    "CliffWalkingEnv": _cliff_walking,
+    "TaxiEnv": _taxi,
+}
+
+
+class StateRenderer:
+    """Draws a native env's frames with its gymnasium class's ``render()``."""
+
+    def __init__(self, env_id: str, kwargs: dict[str, Any]) -> None:
+        if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+            # Off screen: pygame.display.init(), which toy text's render() calls, then needs
+            # no display (and SDL does not complain of one missing).
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        try:
+            import pygame  # noqa: F401
+        except ImportError as e:
+            raise ImportError(f"{env_id} renders with gymnasium's pygame drawing code: pip "
+                              "install pygame-ce (or aiopool's render extra)") from e
+        import gymnasium as gym
+
+        env = gym.make(env_id, render_mode="rgb_array", disable_env_checker=True, **kwargs)
+        self._env = env.unwrapped
+        self._set = _SETTERS[type(self._env).__name__]
+        self.fps = float(self._env.metadata.get("render_fps", 30))
+
+    def frame(self, state: Sequence[float]) -> npt.NDArray[np.uint8]:
+        self._set(self._env, state)
+        return np.asarray(self._env.render(), dtype=np.uint8)
+
+    def close(self) -> None:
+        self._env.close()
+
+
+def atari_fps() -> float:
+    """ale-py's AtariEnv ``metadata["render_fps"]`` (its videos' frame rate)."""
+    from ale_py.env import AtariEnv
+
+    return float(AtariEnv.metadata.get("render_fps", 30))

@@ -1,0 +1,169 @@
+"""Rendering: ``render_mode="rgb_array"`` pools, the adapters' ``render()`` and the video
+recorders over them. Frame parity with the references is in the parity tests (classic control
+and toy text: tests/test_parity_classic_control.py; Atari: tests/test_parity_atari.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import aiopool
+
+pytest.importorskip("pygame", reason="needs pygame-ce: pip install -e '.[test]'")
+
+
+@pytest.mark.asyncio
+async def test_render_gives_read_only_frames_of_the_envs_asked_for() -> None:
+    with aiopool.make("CartPole-v1", num_envs=3, seed=5, render_mode="rgb_array") as pool:
+        assert pool.render_mode == "rgb_array" and pool.spec.renders
+        pool.async_reset()
+        await pool.recv()
+        every = pool.render()
+        assert every.shape == (3, 400, 600, 3) and every.dtype == np.uint8
+        assert not every.flags.writeable
+        some = pool.render([2, 0])
+        assert np.array_equal(some, every[[2, 0]])
+        refs = [gym.make("CartPole-v1", render_mode="rgb_array") for _ in range(3)]
+        for i, ref in enumerate(refs):
+            ref.reset(seed=5 + i)
+            assert np.array_equal(every[i], ref.render())
+
+
+@pytest.mark.asyncio
+async def test_an_env_with_a_step_in_flight_or_never_reset_is_refused() -> None:
+    with aiopool.make("Pong-v5", num_envs=2, batch_size=1, num_threads=1,
+                      render_mode="rgb_array") as pool:
+        with pytest.raises(ValueError, match="not been reset"):
+            pool.render()
+        pool.async_reset()
+        batch = await pool.recv()
+        busy = 1 - int(batch.env_id[0])
+        with pytest.raises(ValueError, match="in flight"):
+            pool.render([busy])
+        assert pool.render([int(batch.env_id[0])]).shape == (1, 210, 160, 3)
+        batch.send(np.zeros(1, np.int64))  # a render leaves the env free to step
+        await pool.recv()
+        await pool.recv()
+        assert pool.render().shape == (2, 210, 160, 3)
+
+
+def test_bad_render_modes_and_families_that_cannot_render_say_so() -> None:
+    with aiopool.make("CartPole-v1") as pool:
+        assert pool.render_mode is None
+        with pytest.raises(ValueError, match="render_mode='rgb_array'"):
+            pool.render()
+    with pytest.raises(ValueError, match="'rgb_array'"):
+        aiopool.make("CartPole-v1", render_mode="human")
+    with pytest.raises(ValueError, match="MuJoCo envs do not render yet"):
+        aiopool.make("HalfCheetah-v5", render_mode="rgb_array")
+    with aiopool.make("HalfCheetah-v5") as pool:
+        assert not pool.spec.renders
+    with pytest.raises(ValueError, match="process backend does not render"):
+        aiopool.make("CartPole-v1", backend="processes", render_mode="rgb_array")
+    with pytest.raises(TypeError, match="rendering kwarg"):
+        aiopool.make("Pong-v5", width=84)
+
+
+def test_gymnasium_adapter_renders_as_sync_vector_env() -> None:
+    from aiopool.adapters.gymnasium import make_gymnasium
+
+    ours = make_gymnasium("Acrobot-v1", num_envs=2, render_mode="rgb_array")
+    ref = gym.make_vec("Acrobot-v1", num_envs=2, vectorization_mode="sync",
+                       render_mode="rgb_array")
+    try:
+        assert ours.render_mode == ref.render_mode == "rgb_array"
+        assert ours.metadata["render_fps"] == ref.metadata["render_fps"]
+        ours.reset(seed=1)
+        ref.reset(seed=1)
+        for _ in range(40):
+            actions = ref.action_space.sample()
+            ours.step(actions)
+            ref.step(actions)
+            got, want = ours.render(), ref.render()
+            assert isinstance(got, tuple) and len(got) == 2
+            for g, w in zip(got, want, strict=True):
+                assert np.array_equal(g, w)
+        assert ours.get_attr("render_mode") == ("rgb_array", "rgb_array")
+    finally:
+        ours.close()
+        ref.close()
+    unrendered = make_gymnasium("CartPole-v1", num_envs=2)
+    try:
+        with pytest.warns(UserWarning, match="without specifying any render mode"):
+            assert unrendered.render() == (None, None)
+    finally:
+        unrendered.close()
+
+
+def _decoded(path: Path) -> Any:
+    iio = pytest.importorskip("imageio.v3", reason="needs imageio: pip install -e '.[test]'")
+    return iio.imread(path)
+
+
+def test_gymnasiums_record_video_records_playable_mp4s(tmp_path: Path) -> None:
+    pytest.importorskip("moviepy", reason="needs moviepy: pip install -e '.[test]'")
+    from gymnasium.wrappers.vector import RecordVideo
+
+    from aiopool.adapters.gymnasium import make_gymnasium
+
+    envs = RecordVideo(make_gymnasium("Pong-v5", num_envs=2, render_mode="rgb_array"),
+                       str(tmp_path), step_trigger=lambda t: t == 0, video_length=20)
+    envs.reset(seed=3)
+    first = np.concatenate(envs.env.render(), axis=1)  # RecordVideo tiles them side by side
+    for _ in range(25):
+        envs.step(envs.action_space.sample())
+    envs.close()
+    videos = sorted(tmp_path.glob("*.mp4"))
+    assert len(videos) == 1
+    frames = _decoded(videos[0])
+    assert 20 <= frames.shape[0] <= 21 and frames.shape[1:3] == first.shape[:2]
+    # mp4 is lossy: the first decoded frame is close to the first rendered one.
+    assert np.abs(frames[0].astype(int) - first.astype(int)).mean() < 8
+
+
+def test_sb3s_vec_video_recorder_records_the_tiled_frames(tmp_path: Path) -> None:
+    pytest.importorskip("stable_baselines3", reason="needs stable-baselines3: pip install -e "
+                        "'.[test]'")
+    pytest.importorskip("moviepy", reason="needs moviepy: pip install -e '.[test]'")
+    from stable_baselines3.common.vec_env import VecVideoRecorder
+
+    from aiopool.adapters.sb3 import make_sb3
+
+    venv = make_sb3("CartPole-v1", num_envs=4, render_mode="rgb_array")
+    assert venv.render_mode == "rgb_array"
+    venv.reset()
+    images = venv.get_images()
+    assert len(images) == 4 and images[0] is not None and images[0].shape == (400, 600, 3)
+    tiled = venv.render()
+    assert tiled is not None and tiled.shape == (800, 1200, 3)  # SB3 tiles 4 frames 2 x 2
+    recorder = VecVideoRecorder(venv, str(tmp_path), record_video_trigger=lambda t: t == 0,
+                                video_length=15)
+    recorder.reset()
+    for _ in range(20):
+        recorder.step(np.array([recorder.action_space.sample() for _ in range(4)]))
+    recorder.close()
+    videos = sorted(tmp_path.glob("*.mp4"))
+    assert len(videos) == 1
+    frames = _decoded(videos[0])
+    assert frames.shape[1:3] == (800, 1200) and 15 <= frames.shape[0] <= 16
+
+
+def test_toy_text_frames_follow_gymnasiums_through_an_episode() -> None:
+    async def run() -> None:
+        with aiopool.make("Taxi-v4", num_envs=1, seed=9, render_mode="rgb_array") as pool:
+            ref = gym.make("Taxi-v4", render_mode="rgb_array")
+            ref.reset(seed=9)
+            pool.async_reset()
+            await pool.recv()
+            assert np.array_equal(pool.render()[0], ref.render())
+            for a in [1, 2, 0, 3, 4, 5, 0, 0]:
+                await pool.step(np.array([a]))
+                ref.step(a)
+                assert np.array_equal(pool.render()[0], ref.render())
+
+    asyncio.run(run())
