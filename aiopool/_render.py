@@ -5,10 +5,12 @@ Two ways, as a family declares (``NativeFamily.renders``, families.py):
 - ``"native"``: the env draws its frame in C++ (Atari: the screen ale-py's ``env.render()``
   gives), with the GIL released.
 - ``"python"``: the reference draws it. The env hands the state its gymnasium class's
-  ``render()`` reads (``render_state()``, env.h); a gymnasium env of that class, made once per
-  pool with the pool's kwargs, is given that state and renders it with gymnasium's own drawing
-  code (pygame). The frames are the reference's by construction, for any state the C++ env
-  reaches bit for bit.
+  ``render()`` reads (``render_state()``, env.h: classic control's ``state``, toy text's ``s``;
+  ``export_data()``: MuJoCo's whole ``mjData``, copied into the gymnasium env's own); a
+  gymnasium env of that class, made once per pool with the pool's kwargs, is given that state
+  and renders it with gymnasium's own drawing code (pygame; MuJoCo's renderer through
+  gymnasium's ``MujocoRenderer``). The frames are the reference's by construction, for any
+  state the C++ env reaches bit for bit.
 
 A frame is only taken of an env with no step in flight (its last received row's state).
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -87,29 +89,103 @@ _SETTERS: dict[str, Callable[[Any, Sequence[float]], None]] = {
 }
 
 
+def _headless() -> bool:
+    return not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+class Renderer(Protocol):
+    fps: float
+
+    def frame(self, native: Any, env_id: int) -> npt.NDArray[np.uint8]: ...
+
+    def close(self) -> None: ...
+
+
+def python_renderer(env_id: str, kwargs: dict[str, Any]) -> Renderer:
+    """The renderer of a ``renders="python"`` family's env: gymnasium's env of ``env_id``,
+    made with ``kwargs`` (its constructor and rendering kwargs) and ``render_mode="rgb_array"``,
+    draws each frame."""
+    if _headless():
+        # Off screen: pygame.display.init(), which toy text's render() calls, then needs no
+        # display (and SDL does not complain of one missing); gymnasium's MuJoCo viewer tries
+        # GLFW first, which cannot open a context without a display, while EGL renders
+        # headless. gymnasium respects MUJOCO_GL (as this does, where it is set).
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        os.environ.setdefault("MUJOCO_GL", "egl")
+    env = _reference(env_id, kwargs)
+    if hasattr(env, "mujoco_renderer"):
+        return MujocoRenderer(env)
+    return StateRenderer(env_id, env)
+
+
 class StateRenderer:
     """Draws a native env's frames with its gymnasium class's ``render()``."""
 
-    def __init__(self, env_id: str, kwargs: dict[str, Any]) -> None:
-        if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-            # Off screen: pygame.display.init(), which toy text's render() calls, then needs
-            # no display (and SDL does not complain of one missing).
-            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    def __init__(self, env_id: str, env: Any) -> None:
         try:
             import pygame  # noqa: F401
         except ImportError as e:
             raise ImportError(f"{env_id} renders with gymnasium's pygame drawing code: pip "
                               "install pygame-ce (or aiopool's render extra)") from e
-        import gymnasium as gym
-
-        env = gym.make(env_id, render_mode="rgb_array", disable_env_checker=True, **kwargs)
-        self._env = env.unwrapped
+        self._env = env
         self._set = _SETTERS[type(self._env).__name__]
         self.fps = float(self._env.metadata.get("render_fps", 30))
 
-    def frame(self, state: Sequence[float]) -> npt.NDArray[np.uint8]:
-        self._set(self._env, state)
+    def frame(self, native: Any, env_id: int) -> npt.NDArray[np.uint8]:
+        self._set(self._env, native.render_state(env_id))
         return np.asarray(self._env.render(), dtype=np.uint8)
+
+    def close(self) -> None:
+        self._env.close()
+
+
+def _reference(env_id: str, kwargs: dict[str, Any]) -> Any:
+    import gymnasium as gym
+
+    env = gym.make(env_id, render_mode="rgb_array", disable_env_checker=True, **kwargs)
+    return env.unwrapped
+
+
+# The fields of an MjvCamera that gymnasium's viewer sets or MuJoCo's scene update moves.
+_CAMERA_FIELDS = ("type", "fixedcamid", "trackbodyid", "lookat", "distance", "azimuth",
+                  "elevation", "orthographic")
+
+
+class MujocoRenderer:
+    """Draws MuJoCo envs' frames with gymnasium's ``MujocoRenderer``: each env's ``mjData`` is
+    copied into one gymnasium env of the same model and kwargs, which renders it.
+
+    gymnasium's viewer aims its free camera when it first renders (at the median of the geoms'
+    positions then) and applies ``default_camera_config``; an env's own viewer does that at
+    that env's first frame. So each env here gets its camera aimed at its own first frame, and
+    the camera is kept per env between frames.
+    """
+
+    def __init__(self, env: Any) -> None:
+        self._env = env
+        self._renderer = self._env.mujoco_renderer
+        self._cameras: dict[int, tuple[Any, ...]] = {}
+        self.fps = float(self._env.metadata.get("render_fps", 30))
+
+    def frame(self, native: Any, env_id: int) -> npt.NDArray[np.uint8]:
+        native.export_data(env_id, self._env.data._address)
+        renderer = self._renderer
+        viewer = renderer._get_viewer(render_mode="rgb_array")
+        saved = self._cameras.get(env_id)
+        if saved is None:  # as a viewer made at this env's first frame aims its camera
+            viewer._init_camera()
+            renderer._set_cam_config()
+        else:
+            for name, value in zip(_CAMERA_FIELDS, saved, strict=True):
+                if isinstance(value, np.ndarray):
+                    getattr(viewer.cam, name)[:] = value
+                else:
+                    setattr(viewer.cam, name, value)
+        frame = np.asarray(renderer.render("rgb_array"), dtype=np.uint8)
+        self._cameras[env_id] = tuple(np.array(v) if isinstance(v := getattr(viewer.cam, n),
+                                                                np.ndarray) else v
+                                      for n in _CAMERA_FIELDS)
+        return frame
 
     def close(self) -> None:
         self._env.close()

@@ -36,7 +36,7 @@ from .errors import EnvError, NothingInFlight, PoolClosed, WorkerDied
 from .spec import EnvSpec
 
 if TYPE_CHECKING:
-    from ._render import StateRenderer
+    from ._render import Renderer
 
 _YIELD_EVERY = 8
 _YIELD_AFTER_NS = 1_000_000
@@ -64,7 +64,7 @@ class Pool:
     backend = "threads"
 
     def __init__(self, native: Any, spec: EnvSpec, *, seed: int | None, autoreset: str,
-                 recv_spin_us: float, renderer: StateRenderer | None = None) -> None:
+                 recv_spin_us: float, renderer: Renderer | None = None) -> None:
         self._native = native
         self._renderer = renderer
         self.spec = spec
@@ -146,8 +146,8 @@ class Pool:
                              "render_mode='rgb_array'")
         ids = self._all_ids if env_ids is None else self._as_ids(env_ids)
         if self._renderer is not None:
-            frames = np.stack([self._renderer.frame(self._native.render_state(int(i)))
-                               for i in ids]) if len(ids) else np.zeros((0, 0, 0, 3), np.uint8)
+            frames = np.stack([self._renderer.frame(self._native, int(i)) for i in ids]) if len(
+                ids) else np.zeros((0, 0, 0, 3), np.uint8)
         else:
             frames = np.empty((len(ids), *self.spec.render_shape), dtype=np.uint8)
             self._native.render(ids, frames)

@@ -16,7 +16,7 @@ import numpy as np
 
 from ._native import _core  # the engine and the envs that need no simulator (core_module.cc)
 from ._native.families import CLASSIC_CONTROL, FAMILIES, NativeFamily
-from ._render import StateRenderer, check_render_mode
+from ._render import check_render_mode, python_renderer
 from .pool import Pool
 from .spec import EnvSpec
 
@@ -195,6 +195,8 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
                         f"backend; {env_id} runs on native threads (backend='processes' runs "
                         "gymnasium's implementation in worker processes)")
     family, module = _native_for(env_id)
+    # gymnasium's rendering kwargs (MuJoCo's width, camera_id, ...): they go to the renderer.
+    render_kwargs = {k: env_kwargs.pop(k) for k in family.render_kwargs if k in env_kwargs}
     if render_mode is not None and family.renders is None:
         raise ValueError(f"render_mode={render_mode!r}: aiopool's {family.title} envs do not "
                          f"render yet; render {env_id} with gymnasium.make(..., "
@@ -232,8 +234,9 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
                                renders=family.renders is not None, render_mode=render_mode)
     renderer = None
     if render_mode is not None and family.renders == "python":
-        renderer = StateRenderer(env_id, {k: list(v) if kinds[k] == "lines" and v is not None
-                                          else v for k, v in config.items()})
+        renderer = python_renderer(env_id, {
+            **{k: list(v) if kinds[k] == "lines" and v is not None else v
+               for k, v in config.items()}, **render_kwargs})
     return Pool(native, spec, seed=seed, autoreset=autoreset, recv_spin_us=recv_spin_us,
                 renderer=renderer)
 

@@ -1,5 +1,6 @@
-"""Every async test runs on the default asyncio loop and on uvloop, and fails if the loop's
-exception handler fired (an exception in a callback, a never-retrieved future, ...).
+"""Every async test runs on the default asyncio loop and on uvloop (those marked
+``asyncio_loop_only``, whose subject does not depend on the loop, on the first only), and fails
+if the loop's exception handler fired (an exception in a callback, a never-retrieved future, ...).
 
 A test whose optional package is missing skips with the command that installs it (every such
 package is in the ``test`` extra: ``pip install -e ".[test]"``). Under ``CI=true`` that skip is a
@@ -36,6 +37,8 @@ def _recording(factory: LoopFactory) -> LoopFactory:
 
 
 def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, LoopFactory]:
+    if item.get_closest_marker("asyncio_loop_only") is not None:
+        return {"asyncio": _recording(asyncio.new_event_loop)}
     return {"asyncio": _recording(asyncio.new_event_loop),
             "uvloop": _recording(uvloop.new_event_loop)}
 

@@ -40,3 +40,20 @@ def test_sb3_ppo_runs_with_a_tiny_budget(capsys: pytest.CaptureFixture[str]) -> 
     assert "env-steps  mean return (last 100)" in printed and "greedy policy" in printed
     assert "nan" not in printed.splitlines()[-2]  # episodes ended, so SB3 got their stats
     assert 5 <= out["mean_return"] <= 500
+
+
+def test_record_video_writes_an_mp4_of_each_env(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("moviepy", reason="needs moviepy: pip install -e '.[test]'")
+    iio = pytest.importorskip("imageio.v3", reason="needs imageio: pip install -e '.[test]'")
+    import record_video
+
+    videos = record_video.main(record_video.Args(out=str(tmp_path), steps=12, width=64,
+                                                 height=48))
+    shapes = {"HalfCheetah-v5": (48, 64, 3), "Pong-v5": (210, 160, 3)}
+    for env_id, path in videos.items():
+        frames = iio.imread(path)
+        # one frame per step (the encoder may drop one at the end)
+        assert frames.shape[1:] == shapes[env_id] and 11 <= frames.shape[0] <= 13, frames.shape
+        assert frames.std() > 5  # a picture, not a blank
+    assert "HalfCheetah-v5" in capsys.readouterr().out

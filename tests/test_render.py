@@ -59,14 +59,23 @@ def test_bad_render_modes_and_families_that_cannot_render_say_so() -> None:
             pool.render()
     with pytest.raises(ValueError, match="'rgb_array'"):
         aiopool.make("CartPole-v1", render_mode="human")
-    with pytest.raises(ValueError, match="MuJoCo envs do not render yet"):
-        aiopool.make("HalfCheetah-v5", render_mode="rgb_array")
-    with aiopool.make("HalfCheetah-v5") as pool:
-        assert not pool.spec.renders
     with pytest.raises(ValueError, match="process backend does not render"):
         aiopool.make("CartPole-v1", backend="processes", render_mode="rgb_array")
     with pytest.raises(TypeError, match="rendering kwarg"):
-        aiopool.make("Pong-v5", width=84)
+        aiopool.make("Pong-v5", width=84)  # MuJoCo's, not Atari's
+
+
+def test_mujoco_renders_gymnasiums_default_frame_size_and_takes_its_rendering_kwargs() -> None:
+    with aiopool.make("HalfCheetah-v5", num_envs=1, render_mode="rgb_array") as pool:
+        assert pool.spec.renders and pool.render_fps == 20.0
+        pool.async_reset()
+        pool.recv_blocking()
+        assert pool.render().shape == (1, 480, 480, 3)  # gymnasium's DEFAULT_SIZE
+    with aiopool.make("HalfCheetah-v5", width=32, height=24) as pool:  # taken, unused
+        assert pool.render_mode is None
+    with pytest.raises(ValueError, match="camera_id.*camera_name"):
+        aiopool.make("HalfCheetah-v5", render_mode="rgb_array", camera_id=0,
+                     camera_name="track")
 
 
 def test_gymnasium_adapter_renders_as_sync_vector_env() -> None:
@@ -112,13 +121,14 @@ def test_gymnasiums_record_video_records_playable_mp4s(tmp_path: Path) -> None:
     from aiopool.adapters.gymnasium import make_gymnasium
 
     envs = RecordVideo(make_gymnasium("Pong-v5", num_envs=2, render_mode="rgb_array"),
-                       str(tmp_path), step_trigger=lambda t: t == 0, video_length=20)
+                       str(tmp_path / "videos"), step_trigger=lambda t: t == 0,
+                       video_length=20)
     envs.reset(seed=3)
     first = np.concatenate(envs.env.render(), axis=1)  # RecordVideo tiles them side by side
     for _ in range(25):
         envs.step(envs.action_space.sample())
     envs.close()
-    videos = sorted(tmp_path.glob("*.mp4"))
+    videos = sorted(tmp_path.glob("**/*.mp4"))
     assert len(videos) == 1
     frames = _decoded(videos[0])
     assert 20 <= frames.shape[0] <= 21 and frames.shape[1:3] == first.shape[:2]
@@ -147,7 +157,7 @@ def test_sb3s_vec_video_recorder_records_the_tiled_frames(tmp_path: Path) -> Non
     for _ in range(20):
         recorder.step(np.array([recorder.action_space.sample() for _ in range(4)]))
     recorder.close()
-    videos = sorted(tmp_path.glob("*.mp4"))
+    videos = sorted(tmp_path.glob("**/*.mp4"))
     assert len(videos) == 1
     frames = _decoded(videos[0])
     assert frames.shape[1:3] == (800, 1200) and 15 <= frames.shape[0] <= 16

@@ -18,9 +18,11 @@
 // Rendering (render_mode="rgb_array") is optional, in one of two ways:
 //   void render(uint8_t* rgb) const;          // the current frame, EnvSpec::render_shape bytes
 //   std::vector<double> render_state() const; // what a Python renderer draws the frame from
-// The first renders in C++ (Atari: the screen ale-py's env.render() gives); the second hands
-// the state the reference's own drawing code reads (classic control's `state`, toy text's `s`)
-// to the family's Python renderer (aiopool/_render.py), so frames are the reference's own.
+//   void export_data(void* dest) const;       // the simulator's state, into the renderer's
+// The first renders in C++ (Atari: the screen ale-py's env.render() gives); the others hand
+// the state the reference's own drawing code reads (classic control's `state`, toy text's `s`,
+// MuJoCo's whole mjData) to the family's Python renderer (aiopool/_render.py), so frames are
+// the reference's own.
 //
 // Registering it is one line (see registry.h), naming gymnasium's time limit:
 //   AIOPOOL_REGISTER_ENV("MyEnv-v0", MyEnv, 500);

@@ -42,6 +42,8 @@ class NativeFamily:
             ``"native"``, frames drawn in C++ (``render(uint8_t*)``, env.h); ``"python"``, the
             env's state drawn by its gymnasium class's own ``render()``; None, it cannot render
             (``make`` says so).
+        render_kwargs: gymnasium's rendering kwargs of its envs (MuJoCo's ``width``, ...),
+            which ``make`` takes and hands to the renderer.
         preload: run before the import; raises ImportError saying what is missing.
         not_built: why the module is missing when the build left it out on purpose.
     """
@@ -53,6 +55,7 @@ class NativeFamily:
     pattern: str | None = None
     finite_actions: bool = True
     renders: str | None = None
+    render_kwargs: frozenset[str] = frozenset()
     preload: Callable[[], None] | None = None
     not_built: str | None = None
 
@@ -100,7 +103,9 @@ MUJOCO = NativeFamily(
     ids=frozenset(f"{name}-v5" for name in (
         "Ant", "HalfCheetah", "Hopper", "Walker2d", "Humanoid", "HumanoidStandup",
         "InvertedPendulum", "InvertedDoublePendulum", "Reacher", "Swimmer", "Pusher")),
-    finite_actions=False, preload=_preload_mujoco)
+    finite_actions=False, preload=_preload_mujoco, renders="python",
+    render_kwargs=frozenset({"width", "height", "camera_id", "camera_name",
+                             "default_camera_config", "max_geom", "visual_options"}))
 
 
 ATARI = NativeFamily(

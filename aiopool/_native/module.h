@@ -542,6 +542,7 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
              return ok;
            })
       .def("render_state", &PyPool::render_state)
+      .def("export_data", &PyPool::export_data)
       .def_prop_ro("rows_in_flight", &PyPool::rows_in_flight)
       .def_prop_ro("ready_count", &PyPool::ready_count)
       .def_prop_ro("blocks_allocated", [](PyPool& p) { return p.store()->allocated(); })

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -202,6 +203,13 @@ class Pool {
     std::vector<double> s = runner_->render_state(id);
     release_render(&id, 1);
     return s;
+  }
+  // `dest`: the address of the renderer's mjData (its `_address`), of the same model.
+  bool export_data(int32_t id, uintptr_t dest) {
+    claim_render(&id, 1);
+    const bool ok = runner_->export_data(id, reinterpret_cast<void*>(dest));
+    release_render(&id, 1);
+    return ok;
   }
 
   void arm() { ready_.arm(); }

@@ -68,6 +68,8 @@ class Runner {
   virtual bool render(int, uint8_t*) const { return false; }
   // The state a Python renderer draws from (see env.h), or empty.
   virtual std::vector<double> render_state(int) const { return {}; }
+  // The simulator's state into a Python renderer's own (see env.h); false where there is none.
+  virtual bool export_data(int, void*) const { return false; }
   Orders orders;
   Output out;
 };
@@ -102,6 +104,14 @@ class EnvRunner final : public Runner {
   bool render(int id, uint8_t* rgb) const override {
     if constexpr (requires(const E& e, uint8_t* p) { e.render(p); }) {
       states_[static_cast<std::size_t>(id)].env.render(rgb);
+      return true;
+    }
+    return false;
+  }
+
+  bool export_data(int id, void* dest) const override {
+    if constexpr (requires(const E& e, void* p) { e.export_data(p); }) {
+      states_[static_cast<std::size_t>(id)].env.export_data(dest);
       return true;
     }
     return false;

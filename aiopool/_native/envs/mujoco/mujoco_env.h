@@ -257,6 +257,10 @@ class MujocoEnv {
   // The last step or reset raised a MuJoCo error (the runner ends the episode).
   bool failed() const { return failed_; }
 
+  // Rendering: the env's mjData copied into `dest`, an mjData of the same model (gymnasium's
+  // env of the same MJCF, whose own renderer then draws the frame; see aiopool/_render.py).
+  void export_data(void* dest) const { mj_copyData(static_cast<mjData*>(dest), m, d); }
+
  private:
   std::shared_ptr<const mjModel> model_;
   std::unique_ptr<mjData, void (*)(mjData*)> data_;
