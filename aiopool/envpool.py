@@ -42,7 +42,11 @@ What differs from EnvPool:
   Image sizes that divide the 210x160 screen on both axes (105x80) are refused: aiopool
   reproduces OpenCV's general ``INTER_AREA`` path only.
 - **Not provided:** Atari's ``info["ram"]`` and Acrobot's ``info["state"]``.
-- **Refused with a reason:** EnvPool's ``xla()`` interface, rendering, ``register``, task ids
+- **Rendering:** ``render_mode="rgb_array"``, ``render_env_id`` and ``render(env_ids)`` as
+  EnvPool's, with gymnasium's frames (aiopool's ``Pool.render``); MuJoCo's
+  ``render_width`` / ``render_height`` / ``render_camera_id``. ``render_mode="human"``,
+  ``from_pixels`` and ``render(camera_id=...)`` other than make's are refused.
+- **Refused with a reason:** EnvPool's ``xla()`` interface, ``register``, task ids
   aiopool has no env for (the error names those it has), and values aiopool cannot honour
   (``thread_affinity_offset``, ``max_num_players > 1``, Atari ``mode`` / ``difficulty``,
   ``use_inter_area_resize=False``, MuJoCo ``frame_stack > 1`` ...). An unknown keyword
@@ -299,6 +303,8 @@ class _Plan(NamedTuple):
     seed: int | list[int]
     max_episode_steps: int  # for aiopool.make (0: none; Atari limits frames instead)
     env_kwargs: dict[str, Any]
+    render: dict[str, Any]  # render_mode and the renderer's kwargs, for aiopool.make
+    render_env_id: int  # the env render() shows by default
 
 
 def _defaults(task: _Task) -> dict[str, Any]:
@@ -323,13 +329,8 @@ def _defaults(task: _Task) -> dict[str, Any]:
 def _plan(task_id: str, kwargs: dict[str, Any]) -> _Plan:
     task = _task(task_id)
     config = _defaults(task)
+    rendering = {k: kwargs.pop(k) for k in _RENDER_KEYS if k in kwargs}
     for name, value in kwargs.items():
-        if name in _RENDER_KEYS:
-            if value in (None, False):
-                continue
-            raise ValueError(f"{name}={value!r}: the EnvPool drop-in does not render yet; drop "
-                             "it, or render with aiopool.make(..., render_mode='rgb_array') "
-                             "(Atari, classic control, toy text)")
         if name not in config:
             hint = _did_you_mean(name, list(config))
             raise TypeError(f"{task_id} got an unexpected keyword argument {name!r}{hint}; "
@@ -360,7 +361,37 @@ def _plan(task_id: str, kwargs: dict[str, Any]) -> _Plan:
     seed = _seeds(config, num_envs)
     env_kwargs, max_steps = (_atari_kwargs if task.family == "atari" else _gym_kwargs)(
         task, config)
-    return _Plan(task, config, num_envs, batch_size, threads, seed, max_steps, env_kwargs)
+    render, render_env_id = _render_plan(task, rendering, num_envs)
+    return _Plan(task, config, num_envs, batch_size, threads, seed, max_steps, env_kwargs,
+                 render, render_env_id)
+
+
+def _render_plan(task: _Task, given: dict[str, Any], num_envs: int) -> tuple[dict[str, Any],
+                                                                            int]:
+    """EnvPool's rendering kwargs as aiopool.make takes them: ``render_mode="rgb_array"``; for
+    MuJoCo, ``render_width`` / ``render_height`` / ``render_camera_id`` as gymnasium's
+    ``width`` / ``height`` / ``camera_id``. What aiopool cannot honour is refused."""
+    mode = given.get("render_mode")
+    if given.get("from_pixels"):
+        raise ValueError("from_pixels=True: pixel observations are not available in aiopool "
+                         "yet; render frames with render_mode='rgb_array' and env.render()")
+    if mode not in (None, "rgb_array"):
+        raise ValueError(f"render_mode={mode!r}: aiopool renders 'rgb_array' (frames as "
+                         "arrays), not windows")
+    env_id = given.get("render_env_id", 0)
+    if isinstance(env_id, bool) or not isinstance(env_id, int | np.integer) or not (
+            0 <= env_id < num_envs):
+        raise ValueError(f"render_env_id is {env_id!r}, expected 0 <= render_env_id < "
+                         f"num_envs ({num_envs})")
+    sizes = {"render_width": "width", "render_height": "height", "render_camera_id": "camera_id"}
+    render = {ours: given[theirs] for theirs, ours in sizes.items() if theirs in given}
+    if render and task.family != "mujoco":
+        raise ValueError(f"{', '.join(k for k in sizes if k in given)}: {task.envpool_id}'s "
+                         "frames are gymnasium's (Atari: the screen's size); only MuJoCo envs "
+                         "take a frame size and camera")
+    if mode is None:
+        return {}, int(env_id)
+    return {"render_mode": mode, **render}, int(env_id)
 
 
 def _checked(task_id: str, name: str, value: Any, default: Any) -> Any:
@@ -593,7 +624,8 @@ def _pool(plan: _Plan, num_envs: int | None = None) -> Pool:
     first = plan.seed if isinstance(plan.seed, int) else 0
     return registry.make(plan.task.native_id, n, batch_size=min(plan.batch_size, n),
                          num_threads=min(plan.num_threads, n), seed=first, autoreset="next_step",
-                         max_episode_steps=plan.max_episode_steps, **plan.env_kwargs)
+                         max_episode_steps=plan.max_episode_steps, **plan.env_kwargs,
+                         **plan.render)
 
 
 # -- the envs ------------------------------------------------------------------------------
@@ -633,6 +665,8 @@ class _EnvPool:
         self._task = plan.task
         self._config = plan.config
         self._pool = _pool(plan)
+        self._render_env_id = plan.render_env_id
+        self._render_camera = plan.render.get("camera_id")
         obs, act, ours = _spaces(plan.task, plan.config, self._pool)
         self._spec = EnvSpec(plan.task.envpool_id, plan.config, obs, act,
                              _info_fields(plan.task, self._pool))
@@ -741,10 +775,22 @@ class _EnvPool:
             "by C++ threads and awaited from asyncio, not called from a jitted JAX function. "
             "Use send/recv (or aiopool.make(...).stream() to overlap stepping with your policy)")
 
-    def render(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("the EnvPool drop-in does not render yet; render with "
-                                  "aiopool.make(..., render_mode='rgb_array') (Atari, classic "
-                                  "control, toy text)")
+    def render(self, env_ids: Any = None, camera_id: int | None = None) -> Any:
+        """EnvPool's ``render``: frames ``[k, H, W, 3]`` of ``env_ids`` (default: the
+        ``render_env_id`` given to make), each gymnasium's frame of that env's state. Only the
+        camera given to make (``render_camera_id``); the envs must not have a step in flight."""
+        pool = self._pool
+        if pool.render_mode is None:
+            raise RuntimeError("render_mode must be set to 'rgb_array' or 'human' when "
+                               "creating this env")
+        if camera_id is not None and camera_id != self._render_camera:
+            raise NotImplementedError("render(camera_id=...): aiopool renders the camera given "
+                                      "to make (render_camera_id) only")
+        if env_ids is None:
+            env_ids = [self._render_env_id]
+        elif isinstance(env_ids, int | np.integer):
+            env_ids = [int(env_ids)]
+        return np.array(pool.render(env_ids))  # EnvPool's frames are the caller's to change
 
     def _close_pool(self) -> None:
         pool = getattr(self, "_pool", None)  # None: __init__ failed before making it

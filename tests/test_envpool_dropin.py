@@ -452,7 +452,10 @@ def test_mujoco_keywords_reach_gymnasiums_names() -> None:
     ("Pong-v5", {"use_inter_area_resize": False}, ValueError, "INTER_AREA"),
     ("Pong-v5", {"thread_affinity_offset": 0}, ValueError, "does not pin worker threads"),
     ("Pong-v5", {"max_num_players": 2}, ValueError, "single-player"),
-    ("Pong-v5", {"render_mode": "rgb_array"}, ValueError, "does not render yet"),
+    ("Pong-v5", {"render_mode": "human"}, ValueError, "not windows"),
+    ("Pong-v5", {"from_pixels": True}, ValueError, "pixel observations"),
+    ("Pong-v5", {"render_mode": "rgb_array", "render_width": 84}, ValueError, "only MuJoCo"),
+    ("Pong-v5", {"num_envs": 2, "render_env_id": 2}, ValueError, "render_env_id is 2"),
     ("Pong-v5", {"gym_reset_return_info": False}, ValueError, "always returns"),
     ("Pong-v5", {"seed": -1}, ValueError, "0 <= seed < 2\\*\\*31"),
     ("Pong-v5", {"num_envs": 2, "seed": [1, 2, 3]}, ValueError, "one per env"),
@@ -475,7 +478,7 @@ def test_xla_register_render_and_missing_info_keys_are_refused_clearly() -> None
     env = ours.make("Pong-v5", env_type="gymnasium", num_envs=1)
     with pytest.raises(NotImplementedError, match="XLA"):
         env.xla()
-    with pytest.raises(NotImplementedError, match="does not render yet"):
+    with pytest.raises(RuntimeError, match="render_mode must be set"):
         env.render()
     with pytest.raises(NotImplementedError, match="register"):
         ours.register("MyEnv-v0", "mod", "Spec", "DM", "Gymnasium")
@@ -540,3 +543,21 @@ def test_cleanrl_ppo_atari_envpool_logs_game_over_episodes(
     for ep in episodes:
         assert ep["return"] >= 0 and ep["return"] == int(ep["return"])  # game points
         assert ep["length"] > 50  # a whole game, not one life
+
+
+def test_render_gives_envpools_batch_first_frames() -> None:
+    env = ours.make("Pong-v5", env_type="gymnasium", num_envs=3, render_mode="rgb_array",
+                    render_env_id=1)
+    env.reset()
+    frames = env.render()
+    assert frames.shape == (1, 210, 160, 3) and frames.flags.writeable
+    assert np.array_equal(env.render(env_ids=[0, 1, 2])[1], frames[0])
+    assert env.render(env_ids=2).shape == (1, 210, 160, 3)
+    env.close()
+    cheetah = ours.make("HalfCheetah-v5", env_type="gymnasium", num_envs=2,
+                        render_mode="rgb_array", render_width=64, render_height=48)
+    cheetah.reset()
+    assert cheetah.render(env_ids=[0, 1]).shape == (2, 48, 64, 3)
+    with pytest.raises(NotImplementedError, match="render_camera_id"):
+        cheetah.render(camera_id=1)
+    cheetah.close()
