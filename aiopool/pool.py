@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import enum
 import math
 import os
@@ -67,6 +68,7 @@ class Pool:
                  recv_spin_us: float, renderer: Renderer | None = None) -> None:
         self._native = native
         self._renderer = renderer
+        self._render_executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.spec = spec
         self.num_envs: int = native.num_envs
         self.batch_size: int = native.batch_size
@@ -135,16 +137,45 @@ class Pool:
         An env's current state is the one of its last received row: its episode's last frame
         after a step that ended it (``next_step``), the new episode's first with ``same_step``.
 
+        Frames drawn by gymnasium's code (classic control, toy text, MuJoCo) are drawn on the
+        pool's render thread (MuJoCo's GL context lives there), the caller waiting; Atari's in
+        C++ on the calling thread. Either way the GIL is released while GL or C++ draws.
+
         Raises:
             ValueError: the pool was made without ``render_mode``; an env has a step in flight
                 (receive its row first) or was never reset.
             PoolClosed: the pool is closed.
         """
+        ids = self._render_ids(env_ids)
+        if self._renderer is None:
+            return self._draw(ids)
+        return self._render_thread().submit(self._draw, ids).result()
+
+    async def arender(self, env_ids: npt.ArrayLike | None = None) -> npt.NDArray[np.uint8]:
+        """``render`` without blocking the event loop: the frames are drawn on the pool's
+        render thread while the loop runs other tasks. Do not send to ``env_ids`` until it
+        returns (an env stepping when its turn to be drawn comes raises ValueError).
+
+        Cancellation: the frames being drawn are dropped; the pool is unchanged.
+        """
+        ids = self._render_ids(env_ids)
+        return await asyncio.wrap_future(self._render_thread().submit(self._draw, ids))
+
+    def _render_ids(self, env_ids: npt.ArrayLike | None) -> npt.NDArray[np.int32]:
         self._check_open()
         if self.spec.render_mode is None:
             raise ValueError(f"this {self.spec.id} pool renders nothing: make it with "
                              "render_mode='rgb_array'")
-        ids = self._all_ids if env_ids is None else self._as_ids(env_ids)
+        return self._all_ids if env_ids is None else self._as_ids(env_ids)
+
+    def _render_thread(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._render_executor is None:
+            self._render_executor = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix=f"aiopool-render-{self.spec.id}")
+        return self._render_executor
+
+    def _draw(self, ids: npt.NDArray[np.int32]) -> npt.NDArray[np.uint8]:
+        self._check_open()
         if self._renderer is not None:
             frames = np.stack([self._renderer.frame(self._native, int(i)) for i in ids]) if len(
                 ids) else np.zeros((0, 0, 0, 3), np.uint8)
@@ -496,8 +527,14 @@ class Pool:
         self._doorbell.fail_all(PoolClosed("the pool was closed while this recv waited"))
         self._doorbell.detach()
         self._native.close()
+        executor, self._render_executor = self._render_executor, None
         if self._renderer is not None:
-            self._renderer.close()
+            if executor is not None:  # its GL context is current on the render thread
+                executor.submit(self._renderer.close).result()
+            else:
+                self._renderer.close()
+        if executor is not None:
+            executor.shutdown(wait=True)
 
     async def aclose(self) -> None:
         """``close()`` from a coroutine.

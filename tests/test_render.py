@@ -177,3 +177,28 @@ def test_toy_text_frames_follow_gymnasiums_through_an_episode() -> None:
                 assert np.array_equal(pool.render()[0], ref.render())
 
     asyncio.run(run())
+
+
+@pytest.mark.asyncio
+async def test_arender_draws_off_the_loop_and_equals_render() -> None:
+    with aiopool.make("HalfCheetah-v5", num_envs=2, render_mode="rgb_array", width=96,
+                      height=64) as pool:
+        pool.async_reset()
+        await pool.recv()
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        frames = await pool.arender()
+        task.cancel()
+        assert frames.shape == (2, 64, 96, 3) and not frames.flags.writeable
+        assert ticks > 1  # the loop ran other tasks while the frames were drawn
+        assert np.array_equal(frames, pool.render())  # sync render: same thread, same frames
+        assert np.array_equal((await pool.arender([1]))[0], frames[1])
+    with pytest.raises(aiopool.PoolClosed):
+        await pool.arender()
