@@ -346,8 +346,8 @@ def test_spaces_render_close_and_construction_errors() -> None:
     envs.close()  # idempotent
     with pytest.raises(aiopool.PoolClosed):
         envs.reset()
-    with pytest.raises(ValueError, match="MuJoCo envs do not render yet"):
-        make_gymnasium("Hopper-v5", 2, render_mode="rgb_array")
+    with pytest.raises(ValueError, match="render_mode is 'human'"):
+        make_gymnasium("Hopper-v5", 2, render_mode="human")
     with pytest.raises(ValueError, match="autoreset_mode is 'sometimes'"):
         make_gymnasium("CartPole-v1", 2, autoreset_mode="sometimes")
     with pytest.raises(TypeError, match="batch_size is num_envs"):
