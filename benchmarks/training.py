@@ -27,11 +27,19 @@ acts (it has the other core) and every core while the actor waits for the update
 core when serial (the strict example and CleanRL, whose learner runs alone). The table gives
 medians over seeds.
 
+Device: ``--device`` (default ``auto``: CUDA when torch sees a GPU, else the CPU, as CleanRL's
+scripts) is every runner's: CleanRL's loop and the strict examples act and learn on it; the
+overlapped Atari example acts on it and learns on it in a thread beside the actor (a process on
+the CPU); the overlapped MuJoCo example learns on it and acts on the CPU. On CUDA the learners'
+torch threads are not juggled (1 for the overlapped ones). ``--device cuda`` without a GPU stops
+before any run.
+
 Usage:
     python benchmarks/training.py                       # 200k steps, 3 seeds: hours on 2 cores
     python benchmarks/training.py --quick               # 2 updates per env, 1 seed: ~4 min
     python benchmarks/training.py --envs Hopper-v5 --steps 50000 --seeds 1
     python benchmarks/training.py --runners aiopool-overlapped,cleanrl --reuse old/training.json
+    python benchmarks/training.py --envs Breakout-v5 --device cuda   # on a GPU machine
 
 Writes ``<out>/training.json`` and ``<out>/training.png`` (learning curves; default
 ``benchmarks/results``) and prints a markdown table; ``<out>/training.partial.json`` holds the
@@ -89,6 +97,7 @@ def cleanrl_continuous(args: Any) -> dict[str, Any]:
     import torch
     import torch.nn as nn
     import torch.optim as optim
+    from ppo_continuous_async import torch_device
     from torch.distributions.normal import Normal
 
     def make_env(env_id: str, idx: int, gamma: float) -> Any:
@@ -153,7 +162,7 @@ def cleanrl_continuous(args: Any) -> dict[str, Any]:
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = True
     torch.set_num_threads(args.actor_threads)
-    device = torch.device("cpu")
+    device = torch_device(args.device)  # CleanRL's: CUDA if available and args.cuda
 
     # env setup
     envs = gym.vector.SyncVectorEnv(
@@ -315,8 +324,9 @@ def cleanrl_continuous(args: Any) -> dict[str, Any]:
     return {"global_step": global_step, "updates": num_iterations, "seconds": seconds,
             "sps": global_step / seconds, "episodes": episodes,
             "mean_return": float(np.mean(recent)) if recent else float("nan"),
-            "history": history,
-            "weights": {k: v.detach().numpy().copy() for k, v in agent.state_dict().items()}}
+            "history": history, "device": str(device),
+            "weights": {k: v.detach().cpu().numpy().copy()
+                        for k, v in agent.state_dict().items()}}
 
 
 # --------------------------------------------------------------------------------------------
@@ -326,7 +336,7 @@ def cleanrl_continuous(args: Any) -> dict[str, Any]:
 # returns terminated and truncated, whose union is CleanRL's done. CleanRL's
 # RecordEpisodeStatistics is a plain class here (gymnasium's Wrapper wants a gymnasium.Env).
 # Torch threads as the example's --strict: args.actor_threads while acting, for the update
-# args.learner_threads or (0) every core.
+# args.learner_threads or (0) every core. The device is args.device's, as the example's.
 # --------------------------------------------------------------------------------------------
 
 class RecordEpisodeStatistics:
@@ -407,6 +417,7 @@ def cleanrl_atari(args: Any, envs: Any = None) -> dict[str, Any]:
     import torch
     import torch.nn as nn
     import torch.optim as optim
+    from ppo_atari_async import torch_device
     from torch.distributions.categorical import Categorical
 
     def layer_init(layer: Any, std: float = np.sqrt(2), bias_const: float = 0.0) -> Any:
@@ -452,7 +463,7 @@ def cleanrl_atari(args: Any, envs: Any = None) -> dict[str, Any]:
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = True
     torch.set_num_threads(args.actor_threads)
-    device = torch.device("cpu")
+    device = torch_device(args.device)  # CleanRL's: CUDA if available and args.cuda
 
     # env setup
     if envs is None:
@@ -620,27 +631,31 @@ def cleanrl_atari(args: Any, envs: Any = None) -> dict[str, Any]:
     return {"global_step": global_step, "updates": num_iterations, "seconds": seconds,
             "sps": global_step / seconds, "episodes": episodes,
             "mean_return": float(np.mean(avg_returns)) if avg_returns else float("nan"),
-            "history": history,
-            "weights": {k: v.detach().numpy().copy() for k, v in agent.state_dict().items()}}
+            "history": history, "device": str(device),
+            "weights": {k: v.detach().cpu().numpy().copy()
+                        for k, v in agent.state_dict().items()}}
 
 
 # --------------------------------------------------------------------------------------------
 # The benchmark: runners in fresh subprocesses, interleaved; JSON, table and learning curves.
 # --------------------------------------------------------------------------------------------
 
-def example_args(env_id: str, seed: int, steps: int) -> Any:
+def example_args(env_id: str, seed: int, steps: int, device: str = "auto") -> Any:
     """The example's Args (CleanRL's hyper-parameters) for a budget of ``steps`` env steps."""
     if env_id in ATARI_ENVS or not env_id.endswith(MUJOCO_ENVS):
         import ppo_atari_async as atari
 
-        return atari.Args(env_id=env_id, seed=seed, total_timesteps=steps, print_every=0)
+        return atari.Args(env_id=env_id, seed=seed, total_timesteps=steps, print_every=0,
+                          device=device)
     import ppo_continuous_async as mujoco
 
-    return mujoco.Args(env_id=env_id, seed=seed, total_timesteps=steps, print_every=0)
+    return mujoco.Args(env_id=env_id, seed=seed, total_timesteps=steps, print_every=0,
+                       device=device)
 
 
-def run_one(runner: str, env_id: str, seed: int, steps: int) -> dict[str, Any]:
-    args = example_args(env_id, seed, steps)
+def run_one(runner: str, env_id: str, seed: int, steps: int,
+            device: str = "auto") -> dict[str, Any]:
+    args = example_args(env_id, seed, steps, device)
     atari = env_id in ATARI_ENVS
     with contextlib.redirect_stdout(io.StringIO()):
         if runner == "cleanrl":
@@ -659,15 +674,25 @@ def run_one(runner: str, env_id: str, seed: int, steps: int) -> dict[str, Any]:
             "lag_kl": [h["lag_kl"] for h in out["history"] if "lag_kl" in h],
             "torch_threads": {"actor": args.actor_threads,
                               "learner": out.get("learner_threads", args.learner_threads)},
-            "args": asdict(args)}
+            "device": device_name(out["device"]), "args": asdict(args)}
 
 
-def measure(runner: str, env_id: str, seed: int, steps: int, timeout: float) -> dict[str, Any]:
+def device_name(device: str) -> str:
+    """``cpu``, or ``cuda (its name)``."""
+    if device == "cpu":
+        return device
+    import torch
+
+    return f"{device} ({torch.cuda.get_device_name(device)})"
+
+
+def measure(runner: str, env_id: str, seed: int, steps: int, timeout: float,
+            device: str = "auto") -> dict[str, Any]:
     """One run in a fresh subprocess of this script."""
     started = time.perf_counter()
     load_before = os.getloadavg()
     proc = subprocess.run([sys.executable, __file__, "--one", runner, "--envs", env_id,
-                           "--seeds", str(seed), "--steps", str(steps)],
+                           "--seeds", str(seed), "--steps", str(steps), "--device", device],
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode:
         raise RuntimeError(f"{runner} {env_id} seed {seed} failed:\n{proc.stderr[-3000:]}")
@@ -780,6 +805,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="a tiny budget (2 updates per env, 1 seed): checks that it all runs")
     p.add_argument("--timeout", type=float, default=6 * 3600, help="seconds per run")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="every runner's torch device (auto: CUDA when torch sees a GPU, as "
+                        "CleanRL's scripts; overlapped MuJoCo acts on the CPU)")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     p.add_argument("--reuse", type=Path,
                    help="an earlier training.json: take its runs of the --reuse-runners with the "
@@ -797,6 +825,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick and not args.one:
         args.seeds = args.seeds[:1]
     args.budgets = [float(b) for b in args.budgets.split(",")]
+    from ppo_atari_async import torch_device
+
+    try:
+        args.device = torch_device(args.device).type  # --device cuda without a GPU: now
+    except RuntimeError as e:
+        p.error(str(e))
     return args
 
 
@@ -809,7 +843,7 @@ def steps_for(env_id: str, args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.one:
-        out = run_one(args.one, args.envs[0], args.seeds[0], args.steps)
+        out = run_one(args.one, args.envs[0], args.seeds[0], args.steps, args.device)
         print(json.dumps(out))
         return 0
 
@@ -820,7 +854,9 @@ def main(argv: list[str] | None = None) -> int:
     reusable = {}
     if args.reuse:
         for r in json.loads(args.reuse.read_text())["runs"]:
-            if r["runner"] in args.reuse_runners.split(","):
+            # runs of this device only (runs from before --device were on the CPU)
+            same_device = r.get("device", "cpu").split()[0] == args.device
+            if r["runner"] in args.reuse_runners.split(",") and same_device:
                 reusable[r["runner"], r["env"], r["seed"], r["args"]["total_timesteps"]] = r
     name = "training_quick" if args.quick else "training"
     args.out.mkdir(parents=True, exist_ok=True)
@@ -837,7 +873,7 @@ def main(argv: list[str] | None = None) -> int:
                 if key in reusable:
                     run = {**reusable[key], "reused": True}
                 else:
-                    run = measure(runner, env_id, seed, steps, args.timeout)
+                    run = measure(runner, env_id, seed, steps, args.timeout, args.device)
                     partial.write_text(json.dumps({"runs": [*runs, run]}))
                 runs.append(run)
                 last = run["episodes"][-1][1] if run["episodes"] else float("nan")
@@ -852,20 +888,21 @@ def main(argv: list[str] | None = None) -> int:
     rows = summarise(runs, args.envs, args.runners, budgets)
 
     title = (f"PPO, CleanRL's hyper-parameters, {'quick budget' if args.quick else args.steps}"
-             f" env steps, seeds {','.join(map(str, args.seeds))}; {machine['cpu']}, "
+             f" env steps, seeds {','.join(map(str, args.seeds))}; torch device "
+             f"{', '.join(sorted({r.get('device', 'cpu') for r in runs}))}; {machine['cpu']}, "
              f"{machine['usable_cores']} cores, load {load_text(loads[0])} -> "
              f"{load_text(loads[-1])}"
              + (f"; {args.reuse_runners} from an earlier run" if reusable else ""))
     print(f"# PPO training: env-steps/s and return at fixed budgets\n\n{title}; run time "
           f"{run_seconds:.0f} s. Torch threads: MuJoCo 1 (actor and learner); Atari 1 for "
           "inference; for the learner, overlapped, 1 while the actor acts and every core while "
-          "it waits, and every core serial (strict, CleanRL).\n")
+          "it waits (on CUDA: 1), and every core serial (strict, CleanRL).\n")
     print(render(rows, budgets))
 
     result = {"question": "PPO env-steps/s and return at fixed step budgets, aiopool vs "
                           "CleanRL's loop over SyncVectorEnv / EnvPool",
               "envs": args.envs, "seeds": args.seeds, "runners": args.runners,
-              "budgets": budgets, "quick": args.quick,
+              "budgets": budgets, "quick": args.quick, "device": args.device,
               "machine": {**machine, "load_start": loads[0], "load_end": loads[-1],
                           "load_after_each_seed": loads[1:]},
               "run_seconds": run_seconds, "reused_from": str(args.reuse or ""),

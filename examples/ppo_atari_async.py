@@ -44,6 +44,20 @@ gather of them, where CleanRL's loop converts, and divides, every minibatch: the
 (tested bit for bit in CleanRL's layout). One update on one thread took 4.7 s instead of
 5.4 s here; channels-last took it from 6.4-7.1 s to 5.7 s before. The channels-last floats
 round differently, so ``--strict`` keeps CleanRL's layout and ops.
+
+Devices: ``--device auto`` (the default) is CUDA when torch sees a GPU and the CPU otherwise,
+as CleanRL's scripts choose; ``--device cuda`` without one is an error. ``--strict`` puts the
+network and the update on the device as CleanRL's loop does: on the CPU its floats are
+CleanRL's bit for bit; on CUDA they are equal to CleanRL's loop on the same GPU within
+floating-point tolerance (cuDNN is made deterministic, as CleanRL makes it, but CUDA does not
+promise bitwise-reproducible kernels). Overlapped on CUDA, the actor's forwards and the
+learner's minibatches share the GPU: the learner runs in a thread of this process (``--learner
+auto``; ``process`` as on the CPU) on a CUDA stream of its own, and the rollout's frames are on
+the GPU before its update starts. The actor stores each batch's frames in the rollout's host
+staging array (pinned memory) and starts their copy to the rollout's GPU storage
+(``non_blocking``) before its forward; the learner's stream waits for those copies. Its CPU
+threads are not juggled (``--learner-threads``, default 1): the GPU does the work. The GPU
+schedule has not been timed yet.
 """
 
 from __future__ import annotations
@@ -56,7 +70,7 @@ import os
 import random
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -102,8 +116,19 @@ class Args:
     channels_last: bool = True
     """overlapped: the learner's CNN in channels-last memory format, faster on CPUs (other
     rounding than CleanRL's layout, which --strict keeps)"""
+    device: str = "auto"
+    """auto: CUDA when torch sees a GPU, else the CPU; cuda: the GPU or an error"""
+    learner: str = "auto"
+    """overlapped: where the learner runs; process: its own (the CPU's default: no GIL shared
+    with the actor); thread: beside the actor (CUDA's default: one CUDA context, the frames
+    copied to the GPU as they arrive); auto: thread with CUDA, else process"""
     print_every: float = 10.0
     """seconds between progress lines (0: none)"""
+
+
+DEVICES = ("auto", "cpu", "cuda")
+LEARNERS = ("auto", "process", "thread")
+CHOICES = {"device": DEVICES, "learner": LEARNERS}
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
@@ -114,8 +139,28 @@ def parse_args(argv: list[str] | None = None) -> Args:
         if isinstance(default, bool):
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
         else:
-            p.add_argument(flag, type=type(default), default=default)
-    return Args(**vars(p.parse_args(argv)))
+            p.add_argument(flag, type=type(default), default=default, choices=CHOICES.get(f.name))
+    args = Args(**vars(p.parse_args(argv)))
+    try:
+        torch_device(args.device)
+    except RuntimeError as e:
+        p.error(str(e))
+    return args
+
+
+def torch_device(name: str) -> torch.device:
+    """``--device``: ``auto`` is CUDA when torch sees a GPU, else the CPU (CleanRL's choice);
+    ``cuda`` without a GPU is an error, not a quiet run on the CPU."""
+    if name not in DEVICES:
+        raise ValueError(f"device is {name!r}, expected one of {', '.join(DEVICES)}")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        why = ("this torch build has no CUDA support" if torch.version.cuda is None else
+               "torch sees no CUDA GPU (check the driver and CUDA_VISIBLE_DEVICES)")
+        raise RuntimeError(f"--device cuda, but {why} (torch {torch.__version__}): use "
+                           "--device cpu, or --device auto to take a GPU when there is one")
+    return torch.device(name)
 
 
 def layer_init(layer: nn.Module, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Module:
@@ -162,6 +207,10 @@ class Rollout:
     CleanRL's float32 storage, a quarter of the bytes to the learner process). ``dones[t, i]``
     is 1 where ``obs[t, i]`` follows the end of an episode; ``next_obs`` / ``next_done`` are
     each env's observation after its last step, for the bootstrap value.
+
+    A learner beside the actor (``--learner thread``) reads the frames from ``device_obs``,
+    their copy on its device: ``obs`` is then a numpy view of ``staging``, host memory (pinned
+    with CUDA) whose rows ``upload`` copies over as the actor stores them.
     """
 
     obs: np.ndarray
@@ -175,15 +224,27 @@ class Rollout:
     issued: np.ndarray  # per env: actions chosen
     returned: np.ndarray  # per env: results received
     slot: int = -1  # the FrameSlots slot holding obs (-1: obs is private)
+    staging: torch.Tensor | None = None  # with device_obs: obs as a tensor
+    device_obs: torch.Tensor | None = None  # obs on the learner's device
 
     @classmethod
     def empty(cls, num_steps: int, num_envs: int, obs_shape: tuple[int, ...],
-              frames: FrameSlots | None = None) -> Rollout:
+              frames: FrameSlots | None = None, device: torch.device | None = None) -> Rollout:
+        """``frames``: obs in one of these shared slots if one is free; ``device``: obs also
+        on this device, staged in host memory that is pinned where the device is CUDA."""
         steps = (num_steps, num_envs)
         slot = frames.take() if frames is not None else -1
-        obs = frames.view(slot) if frames is not None and slot >= 0 else np.zeros(
-            (*steps, *obs_shape), np.uint8)
-        return cls(obs=obs, slot=slot,
+        staging = device_obs = None
+        if device is not None:
+            staging = torch.empty((*steps, *obs_shape), dtype=torch.uint8,
+                                  pin_memory=device.type == "cuda")
+            obs = staging.numpy()
+            device_obs = torch.empty((*steps, *obs_shape), dtype=torch.uint8, device=device)
+        elif frames is not None and slot >= 0:
+            obs = frames.view(slot)
+        else:
+            obs = np.zeros((*steps, *obs_shape), np.uint8)
+        return cls(obs=obs, slot=slot, staging=staging, device_obs=device_obs,
                    actions=np.zeros(steps, np.int64), logprobs=np.zeros(steps, np.float32),
                    rewards=np.zeros(steps, np.float32), dones=np.zeros(steps, np.float32),
                    values=np.zeros(steps, np.float32),
@@ -194,6 +255,25 @@ class Rollout:
     @property
     def complete(self) -> bool:
         return bool((self.returned == len(self.rewards)).all())
+
+
+def upload(rows: list[tuple[Rollout, int, int]]) -> None:
+    """Start the copies of frames the actor just stored, ``(rollout, step, env)`` in env order,
+    to their rollouts' device storage: one copy per run of consecutive envs at one step of one
+    rollout (a consumer's batch is usually one run). From pinned memory a ``non_blocking`` copy
+    runs while the actor goes on; it is queued on this thread's current stream, which the
+    learner's stream waits for. Rollouts without device storage are skipped."""
+    start = 0
+    for end in range(1, len(rows) + 1):
+        if end < len(rows):
+            (r, t, i), (r_next, t_next, i_next) = rows[end - 1], rows[end]
+            if r_next is r and t_next == t and i_next == i + 1:
+                continue
+        r, t, first = rows[start]
+        last = first + end - start
+        if r.device_obs is not None and r.staging is not None:
+            r.device_obs[t, first:last].copy_(r.staging[t, first:last], non_blocking=True)
+        start = end
 
 
 class FrameSlots:
@@ -236,23 +316,31 @@ def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args:
     weights evaluated on the rollout (the proximal policy) instead of the actor's records, and
     each sample's policy loss is weighted by proximal / behaviour probability. ``pace()``, if
     given, runs before each minibatch (the overlapped learner sets its thread count there).
+    The update runs on the agent's device, as CleanRL's on its ``device``.
     """
+    device = next(agent.parameters()).device
     num_steps, num_envs = r.rewards.shape
     obs_shape = r.obs.shape[2:]
-    actions = torch.from_numpy(r.actions)
-    rewards, dones = torch.from_numpy(r.rewards), torch.from_numpy(r.dones)
-    next_obs, next_done = torch.from_numpy(r.next_obs).float(), torch.from_numpy(r.next_done)
-    b_obs_u8 = torch.from_numpy(r.obs).reshape((-1, *obs_shape))
-    if decoupled:
+    actions = torch.from_numpy(r.actions).to(device)
+    rewards, dones = torch.from_numpy(r.rewards).to(device), torch.from_numpy(r.dones).to(device)
+    next_obs = torch.from_numpy(r.next_obs).to(device).float()
+    next_done = torch.from_numpy(r.next_done).to(device)
+    frames = r.device_obs if r.device_obs is not None else torch.from_numpy(r.obs)
+    b_obs_u8 = frames.to(device).reshape((-1, *obs_shape))
+    if decoupled and device.type == "cpu":
         # Every frame scaled once, the network's x / 255.0 by lookup (the same float32s), in
         # the learner's layout; a minibatch is then one gather instead of a gather, a
         # conversion, a layout copy and a division.
-        frames_u8 = r.obs.reshape((-1, *obs_shape))
+        frames_u8 = b_obs_u8.numpy()
         if args.channels_last:  # NHWC in memory is channels-last NCHW
             nhwc = np.ascontiguousarray(frames_u8.transpose(0, 2, 3, 1))
             b_scaled = torch.from_numpy(SCALED[nhwc]).permute(0, 3, 1, 2)
         else:
             b_scaled = torch.from_numpy(SCALED[frames_u8])
+    elif decoupled:  # on a GPU: the network's own x / 255.0, once for the rollout
+        b_scaled = b_obs_u8.float() / 255.0
+        if args.channels_last:
+            b_scaled = b_scaled.contiguous(memory_format=torch.channels_last)
 
     def forward(rows: Any, actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
         if decoupled:
@@ -267,9 +355,11 @@ def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args:
                       for i in range(0, len(b_obs_u8), 256)]
             logprobs = torch.cat([c[1] for c in chunks]).reshape(num_steps, num_envs)
             values = torch.cat([c[3].flatten() for c in chunks]).reshape(num_steps, num_envs)
-            lag_weights = torch.exp(logprobs - torch.from_numpy(r.logprobs)).reshape(-1)
+            behaviour = torch.from_numpy(r.logprobs).to(device)
+            lag_weights = torch.exp(logprobs - behaviour).reshape(-1)
         else:
-            logprobs, values = torch.from_numpy(r.logprobs), torch.from_numpy(r.values)
+            logprobs = torch.from_numpy(r.logprobs).to(device)
+            values = torch.from_numpy(r.values).to(device)
 
         # bootstrap value if not done
         next_value = agent.get_value(next_obs).reshape(1, -1)
@@ -352,7 +442,7 @@ def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args:
         if args.target_kl and approx_kl > args.target_kl:
             break
 
-    y_pred, y_true = b_values.numpy(), b_returns.numpy()
+    y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
     var_y = np.var(y_true)
     explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
     return {"value_loss": v_loss.item(), "policy_loss": pg_loss.item(),
@@ -362,9 +452,10 @@ def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args:
             "lag_weight_max": lag_weights.max().item() if decoupled else 1.0}
 
 
-# The learner's agent and optimizer: in the learner process when overlapped, in this process
-# (sharing the actor's agent, as CleanRL's one agent) with --strict.
-_learner: tuple[Agent, torch.optim.Optimizer, Args] | None = None
+# The learner's agent, optimizer and CUDA stream (None: the current one): in the learner process
+# or thread when overlapped, in this process (sharing the actor's agent, as CleanRL's one
+# agent) with --strict.
+_learner: tuple[Agent, torch.optim.Optimizer, Args, torch.cuda.Stream | None] | None = None
 # Overlapped with adaptive threads: 1 while the actor acts (shared with the actor process).
 _actor_busy: Any = None
 _frames: FrameSlots | None = None  # overlapped: the rollouts' frames, shared
@@ -380,13 +471,18 @@ def learner_init(args: Args, num_actions: int, weights: Weights,
     if multiprocessing.parent_process() is not None:  # the learner process
         threading.Thread(target=exit_with_parent, args=(os.getppid(),), daemon=True).start()
     np.random.seed(args.seed)  # the minibatch shuffles, CleanRL's global numpy stream
+    device = torch_device(args.device)
     if agent is None:
         agent = Agent(num_actions)
         agent.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+        agent = agent.to(device)
         if args.channels_last:  # overlapped: see ppo_update
             agent = agent.to(memory_format=torch.channels_last)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-    _learner = (agent, optimizer, args)
+    # Overlapped on CUDA, the learner's kernels go on a stream of their own, so that they run
+    # beside the actor's forwards (which are on the default stream) instead of behind them.
+    stream = torch.cuda.Stream(device) if device.type == "cuda" and not args.strict else None
+    _learner = (agent, optimizer, args, stream)
 
 
 def exit_with_parent(parent: int) -> None:
@@ -400,10 +496,10 @@ def exit_with_parent(parent: int) -> None:
 
 def learner_update(rollout: Rollout, lr: float, decoupled: bool
                    ) -> tuple[Weights | None, dict[str, float]]:
-    """One PPO update; returns the new weights (numpy; None in this process: the agent is
+    """One PPO update; returns the new weights (numpy; None with --strict: the agent is
     shared) and statistics."""
     assert _learner is not None, "learner_init runs first"
-    agent, optimizer, args = _learner
+    agent, optimizer, args, stream = _learner
     if rollout.slot >= 0 and _frames is not None and not rollout.obs.size:
         rollout = replace(rollout, obs=_frames.view(rollout.slot))  # sent without its frames
     threads = torch.get_num_threads()
@@ -413,16 +509,25 @@ def learner_update(rollout: Rollout, lr: float, decoupled: bool
     else:  # adaptive: the other core is the actor's while it acts, the learner's after
         pace = AdaptiveThreads(_actor_busy, len(os.sched_getaffinity(0)))
     start = time.perf_counter()
+    weights = None
     try:
-        stats = ppo_update(agent, optimizer, rollout, args, lr, decoupled, pace)
+        with torch.cuda.stream(stream):  # None: the current stream
+            if stream is not None:  # after the copies of the rollout's frames (upload)
+                stream.wait_stream(torch.cuda.default_stream(stream.device))
+            stats = ppo_update(agent, optimizer, rollout, args, lr, decoupled, pace)
+            if decoupled:  # copied on the learner's stream, so after its last step
+                weights = host_weights(agent)
     finally:
         torch.set_num_threads(threads)
     stats["seconds"] = time.perf_counter() - start
     if pace is not None:
         stats["wide_minibatches"] = pace.wide / max(pace.calls, 1)
-    if not decoupled:
-        return None, stats
-    return {k: v.detach().numpy().copy() for k, v in agent.state_dict().items()}, stats
+    return weights, stats
+
+
+def host_weights(agent: nn.Module) -> Weights:
+    """The agent's weights as numpy arrays of their own, copied off its device."""
+    return {k: v.detach().to("cpu", copy=True).numpy() for k, v in agent.state_dict().items()}
 
 
 class AdaptiveThreads:
@@ -454,12 +559,14 @@ class Acting:
     Runs in the batcher's thread, the only thread that touches the actor's agent; new weights
     are handed over with ``publish`` and loaded before the next forward. torch's thread count
     is set in that thread: OpenMP keeps it per thread, and a new thread gets the default (all
-    cores), whatever ``torch.set_num_threads`` said elsewhere.
+    cores), whatever ``torch.set_num_threads`` said elsewhere. The forward runs on the agent's
+    device; the frames go there as uint8 and become floats there, as CleanRL's.
     """
 
     def __init__(self, agent: Agent, num_threads: int, channels_last: bool = False) -> None:
         self.agent = agent.to(memory_format=torch.channels_last) if channels_last else agent
         self.layout = torch.channels_last if channels_last else torch.contiguous_format
+        self.device = next(agent.parameters()).device
         self.num_threads = num_threads
         self.pending: Weights | None = None
 
@@ -471,15 +578,21 @@ class Acting:
         weights, self.pending = self.pending, None
         if weights is not None:
             self.agent.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+        x = torch.from_numpy(obs).to(self.device).float()  # CleanRL's torch.Tensor(obs), there
         with torch.no_grad():
             action, logprob, _, value = self.agent.get_action_and_value(
-                torch.Tensor(obs).contiguous(memory_format=self.layout))
+                x.contiguous(memory_format=self.layout))
         out = np.empty(len(obs), ACTED)
-        out["action"], out["logprob"], out["value"] = action, logprob, value.flatten()
+        out["action"], out["logprob"] = action.cpu(), logprob.cpu()
+        out["value"] = value.flatten().cpu()
         return out
 
 
 async def main(args: Args) -> dict[str, Any]:
+    device = torch_device(args.device)  # first: --device cuda without a GPU fails here
+    if args.learner not in LEARNERS:
+        raise ValueError(f"learner is {args.learner!r}, expected one of {', '.join(LEARNERS)}")
+    args = replace(args, device=device.type)  # resolved, for the learner
     num_envs, num_steps = args.num_envs, args.num_steps
     num_updates = args.total_timesteps // (num_envs * num_steps)
     if num_updates < 1:
@@ -495,12 +608,19 @@ async def main(args: Args) -> dict[str, Any]:
     consumers = 1 if args.strict or num_envs % 2 else 2
     batch_size = num_envs // consumers
     lag = 0 if args.strict else 1  # rollout k acts with weights learned from rollout k-1-lag
+    learner_kind = ("strict" if args.strict else
+                    args.learner if args.learner != "auto" else
+                    "thread" if device.type == "cuda" else "process")
 
     # TRY NOT TO MODIFY: seeding (CleanRL's order: the agent's init draws from torch's stream)
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.actor_threads)
+    # CleanRL's torch_deterministic with --strict; overlapped runs are not reproducible anyway,
+    # and cuDNN may pick the fastest convolutions for their few shapes (no effect on the CPU).
+    torch.backends.cudnn.deterministic = args.strict
+    torch.backends.cudnn.benchmark = not args.strict
 
     # EnvPool's episodic life: a lost life ends the training episode, the game goes on, and
     # the next step restarts play as EnvPool's does.
@@ -511,29 +631,40 @@ async def main(args: Args) -> dict[str, Any]:
         num_actions = int(probe.single_action_space.n)
     agent = Agent(num_actions)  # the actor's; with --strict also the learner's
     weights = {k: v.detach().numpy() for k, v in agent.state_dict().items()}
+    agent = agent.to(device)  # after its init on the CPU, as CleanRL's Agent(envs).to(device)
     learner_args = (args, num_actions, weights)
-    learner_process = None
-    # Overlapped, adaptive learner threads: nonzero while some consumer acts.
+    learner_pool: Executor | None = None  # --strict: none, the update runs in the actor's turn
+    # Overlapped on the CPU, adaptive learner threads: nonzero while some consumer acts.
     actor_busy = multiprocessing.get_context("spawn").RawValue("i", 1)
-    # Overlapped: rollout k is learned while k + 1 fills; k + 2 starts once update k is done
-    # and has given its slot back. (Past the last update, envs fill a rollout that is thrown
-    # away: no slot is left for it, and it keeps its frames.)
-    frames = None if args.strict else FrameSlots(2, (num_steps, num_envs, *obs_shape))
-    if args.strict:
+    # A learner process: rollout k is learned while k + 1 fills; k + 2 starts once update k is
+    # done and has given its slot back. (Past the last update, envs fill a rollout that is
+    # thrown away: no slot is left for it, and it keeps its frames.) A learner thread: each
+    # rollout's frames also on its device, copied over as they arrive.
+    frames = (FrameSlots(2, (num_steps, num_envs, *obs_shape)) if learner_kind == "process"
+              else None)
+    storage = device if learner_kind == "thread" else None
+    if learner_kind == "strict":
         learner_init(*learner_args, agent=agent)
+    elif learner_kind == "thread":
+        learner_init(*learner_args)
+        learner_pool = ThreadPoolExecutor(1, thread_name_prefix="learner")
     else:
         # Spawned, not forked: a process whose torch already ran on several threads (a test
         # run, a notebook) cannot fork safely, as the child's first parallel region waits
         # forever for OpenMP threads that were not copied. Starting takes a few seconds.
-        learner_process = ProcessPoolExecutor(
+        # Threads are juggled for a learner on the CPU only: on a GPU, the GPU does the work.
+        learner_pool = ProcessPoolExecutor(
             max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-            initializer=learner_init, initargs=(*learner_args, None, actor_busy, frames))
-        learner_process.submit(int).result()
-    learner_threads = (args.learner_threads or
-                       f"1 while the actor acts, {len(os.sched_getaffinity(0))} while it waits")
+            initializer=learner_init,
+            initargs=(*learner_args, None, actor_busy if device.type == "cpu" else None, frames))
+        learner_pool.submit(int).result()
+    adaptive = learner_kind == "process" and device.type == "cpu" and not args.learner_threads
+    learner_threads = (f"1 while the actor acts, {len(os.sched_getaffinity(0))} while it waits"
+                       if adaptive else args.learner_threads or 1)
     print(f"{args.env_id}: {'strict (serial, CleanRL loop)' if args.strict else 'overlapped'}, "
           f"{num_envs} envs x {num_steps} steps per rollout, {num_updates} updates, "
-          f"{consumers} consumer(s) of {batch_size} envs; torch threads: inference "
+          f"{consumers} consumer(s) of {batch_size} envs; device {device}, learner "
+          f"{'in the actor' if args.strict else 'in a ' + learner_kind}; torch threads: inference "
           f"{args.actor_threads}, learner {learner_threads}; {env_kwargs}", flush=True)
 
     pool = aiopool.make(args.env_id, num_envs=num_envs, batch_size=batch_size,
@@ -544,7 +675,7 @@ async def main(args: Args) -> dict[str, Any]:
     policy = DynamicBatcher(acting, max_batch_rows=num_envs)
 
     def new_rollout() -> Rollout:
-        return Rollout.empty(num_steps, num_envs, obs_shape, frames)
+        return Rollout.empty(num_steps, num_envs, obs_shape, frames, storage)
 
     rollouts = {0: new_rollout()}
     env_rollout = np.zeros(num_envs, np.int64)  # the rollout each env's next action goes to
@@ -619,19 +750,25 @@ async def main(args: Args) -> dict[str, Any]:
             if updates_done == num_updates:
                 return
 
-            # 3. Act: one DynamicBatcher call; the forward runs in its thread.
-            acted = await policy(next_obs[env_ids])
-            for j, i in enumerate(env_ids):
+            # 3. Store the frames, and start their copies to the device storage if the
+            #    rollouts have it; act: one DynamicBatcher call, the forward in its thread.
+            rows = []
+            for i in env_ids:
                 k = int(env_rollout[i])
                 if k not in rollouts:
                     rollouts[k] = new_rollout()
                 r = rollouts[k]
                 t = int(r.issued[i])
                 r.obs[t, i], r.dones[t, i] = next_obs[i], next_done[i]
+                rows.append((r, t, i))
+            if storage is not None:
+                upload(rows)
+            acted = await policy(next_obs[env_ids])
+            for j, (r, t, i) in enumerate(rows):
                 r.actions[t, i], r.logprobs[t, i] = acted["action"][j], acted["logprob"][j]
                 r.values[t, i] = acted["value"][j]
                 r.issued[i] += 1
-                in_flight[i] = k
+                in_flight[i] = env_rollout[i]
                 if r.issued[i] == num_steps:
                     env_rollout[i] += 1
             pool.send(acted["action"], np.asarray(env_ids, np.int32))
@@ -644,16 +781,16 @@ async def main(args: Args) -> dict[str, Any]:
             rollout = rollouts.pop(k)
             frac = 1.0 - (k + 1 - 1.0) / num_updates if args.anneal_lr else 1.0
             lr = frac * args.learning_rate
-            if learner_process is None:  # --strict: learn now, in this process; the actor waits
+            if learner_pool is None:  # --strict: learn now, in this process; the actor waits
                 weights, stats = learner_update(rollout, lr, False)
             else:
                 sent = rollout if rollout.slot < 0 else replace(rollout, obs=NO_FRAMES)
                 try:
                     weights, stats = await asyncio.get_running_loop().run_in_executor(
-                        learner_process, learner_update, sent, lr, True)
+                        learner_pool, learner_update, sent, lr, True)
                 finally:
-                    assert frames is not None
-                    frames.give(rollout.slot)
+                    if frames is not None:
+                        frames.give(rollout.slot)
                 assert weights is not None
                 acting.publish(weights)
                 final_weights = weights
@@ -685,8 +822,8 @@ async def main(args: Args) -> dict[str, Any]:
     finally:
         pool.close()
         await policy.aclose()
-        if learner_process is not None:
-            learner_process.shutdown(cancel_futures=True)
+        if learner_pool is not None:
+            learner_pool.shutdown(cancel_futures=True)
 
     mean_score = float(np.mean(recent)) if recent else float("nan")
     stats = policy.stats
@@ -696,10 +833,9 @@ async def main(args: Args) -> dict[str, Any]:
     return {"global_step": steps, "updates": updates_done, "seconds": seconds,
             "sps": steps / seconds, "episodes": episodes, "mean_return": mean_score,
             "life_losses": life_losses, "history": history,
-            "learner_threads": learner_threads,
+            "learner_threads": learner_threads, "device": str(device), "learner": learner_kind,
             "rows_per_forward": stats.rows_per_forward,
-            "weights": final_weights or {k: v.detach().numpy().copy()
-                                         for k, v in agent.state_dict().items()}}
+            "weights": final_weights or host_weights(agent)}
 
 
 if __name__ == "__main__":

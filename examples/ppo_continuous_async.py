@@ -53,6 +53,16 @@ Threads: the actor's torch runs on 1 intra-op thread (a forward of a 64-unit MLP
 takes ~30 us; a second thread only adds wake-ups, and under load makes it milliseconds), the
 learner's on ``--learner-threads`` (default 1: its minibatches are 64 rows, too small to split).
 The pool's worker threads default to one less than the cores.
+
+Devices: ``--device auto`` (the default) is CUDA when torch sees a GPU and the CPU otherwise,
+as CleanRL's scripts choose; ``--device cuda`` without one is an error. ``--strict`` acts and
+learns on the device, as CleanRL's loop does: on the CPU its floats are CleanRL's bit for bit;
+on CUDA they are equal to CleanRL's loop on the same GPU within floating-point tolerance (CUDA
+does not promise bitwise-reproducible kernels). Overlapped, the learner process learns on the
+device and the actor acts on the CPU: a forward of the 64-unit MLPs on a row or two takes ~30
+us there, which a dozen kernel launches on a GPU and the copy of the action back would not
+beat (an estimate: not measured on a GPU yet). The rollout (2048 x 17 floats for HalfCheetah)
+goes to the learner's device in one copy per update.
 """
 
 from __future__ import annotations
@@ -66,7 +76,7 @@ import random
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -111,8 +121,14 @@ class Args:
     """aiopool worker threads (0: its default, one less than the cores)"""
     actor_threads: int = 1
     learner_threads: int = 1
+    device: str = "auto"
+    """auto: CUDA when torch sees a GPU, else the CPU; cuda: the GPU or an error (overlapped,
+    the learner's device: the actor acts on the CPU)"""
     print_every: float = 5.0
     """seconds between progress lines (0: none)"""
+
+
+DEVICES = ("auto", "cpu", "cuda")
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
@@ -123,8 +139,29 @@ def parse_args(argv: list[str] | None = None) -> Args:
         if isinstance(default, bool):
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
         else:
-            p.add_argument(flag, type=type(default), default=default)
-    return Args(**vars(p.parse_args(argv)))
+            p.add_argument(flag, type=type(default), default=default,
+                           choices=DEVICES if f.name == "device" else None)
+    args = Args(**vars(p.parse_args(argv)))
+    try:
+        torch_device(args.device)
+    except RuntimeError as e:
+        p.error(str(e))
+    return args
+
+
+def torch_device(name: str) -> torch.device:
+    """``--device``: ``auto`` is CUDA when torch sees a GPU, else the CPU (CleanRL's choice);
+    ``cuda`` without a GPU is an error, not a quiet run on the CPU."""
+    if name not in DEVICES:
+        raise ValueError(f"device is {name!r}, expected one of {', '.join(DEVICES)}")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        why = ("this torch build has no CUDA support" if torch.version.cuda is None else
+               "torch sees no CUDA GPU (check the driver and CUDA_VISIBLE_DEVICES)")
+        raise RuntimeError(f"--device cuda, but {why} (torch {torch.__version__}): use "
+                           "--device cpu, or --device auto to take a GPU when there is one")
+    return torch.device(name)
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
@@ -247,21 +284,25 @@ def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args:
     ``decoupled`` (overlapped runs): the old policy and the values are the learner's current
     weights evaluated on the rollout (the proximal policy) instead of the actor's records, and
     each sample's policy loss is weighted by proximal / behaviour probability.
-    ``publish(n)``, if given, runs after the n-th optimizer step of the update.
+    ``publish(n)``, if given, runs after the n-th optimizer step of the update. The update runs
+    on the agent's device, as CleanRL's on its ``device``.
     """
+    device = agent.actor_logstd.device
     num_steps, num_envs = r.rewards.shape
     obs_shape, act_shape = r.obs.shape[2:], r.actions.shape[2:]
-    obs, actions = torch.from_numpy(r.obs), torch.from_numpy(r.actions)
-    rewards, dones = torch.from_numpy(r.rewards), torch.from_numpy(r.dones)
-    next_obs, next_done = torch.from_numpy(r.next_obs), torch.from_numpy(r.next_done)
+    obs, actions, rewards, dones, next_obs, next_done = (
+        torch.from_numpy(x).to(device)
+        for x in (r.obs, r.actions, r.rewards, r.dones, r.next_obs, r.next_done))
     with torch.no_grad():
         if decoupled:
             _, proximal, _, v = agent.get_action_and_value(obs.reshape((-1, *obs_shape)),
                                                            actions.reshape((-1, *act_shape)))
             logprobs, values = proximal.reshape(num_steps, num_envs), v.reshape(num_steps, -1)
-            lag_weights = torch.exp(logprobs - torch.from_numpy(r.logprobs)).reshape(-1)
+            behaviour = torch.from_numpy(r.logprobs).to(device)
+            lag_weights = torch.exp(logprobs - behaviour).reshape(-1)
         else:
-            logprobs, values = torch.from_numpy(r.logprobs), torch.from_numpy(r.values)
+            logprobs = torch.from_numpy(r.logprobs).to(device)
+            values = torch.from_numpy(r.values).to(device)
 
         # bootstrap value if not done
         next_value = agent.get_value(next_obs).reshape(1, -1)
@@ -348,7 +389,7 @@ def ppo_update(agent: Agent, optimizer: torch.optim.Optimizer, r: Rollout, args:
         if args.target_kl and approx_kl > args.target_kl:
             break
 
-    y_pred, y_true = b_values.numpy(), b_returns.numpy()
+    y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
     var_y = np.var(y_true)
     explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
     return {"value_loss": v_loss.item(), "policy_loss": pg_loss.item(),
@@ -413,7 +454,7 @@ class SharedWeights:
 
     def publish(self, agent: Agent, done: int) -> None:
         """The learner's side: ``agent``'s weights after ``done`` minibatches."""
-        flat = torch.cat([p.detach().reshape(-1) for p in agent.parameters()]).numpy()
+        flat = torch.cat([p.detach().reshape(-1) for p in agent.parameters()]).cpu().numpy()
         with self.lock:
             np.frombuffer(self.params, np.float32)[:] = flat
             header = np.frombuffer(self.header, np.int64)
@@ -436,6 +477,7 @@ def learner_init(args: Args, obs_dim: int, act_dim: int, weights: Weights,
     if agent is None:
         agent = Agent(obs_dim, act_dim)
         agent.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+        agent = agent.to(torch_device(args.device))
     # foreach: the multi-tensor Adam, ~10 % less update time on one CPU thread than the
     # per-parameter loop CleanRL gets by default on CPU, and the same floats (the strict test
     # checks the weights against CleanRL's run).
@@ -457,7 +499,12 @@ def learner_update(rollout: Rollout, lr: float, decoupled: bool, k: int = 0
         publish = lambda done: shared.publish(agent, done)  # noqa: E731
     stats = ppo_update(agent, optimizer, rollout, args, lr, decoupled, publish)
     stats["seconds"] = time.perf_counter() - start
-    return {k: v.detach().numpy().copy() for k, v in agent.state_dict().items()}, stats
+    return host_weights(agent), stats
+
+
+def host_weights(agent: nn.Module) -> Weights:
+    """The agent's weights as numpy arrays of their own, copied off its device."""
+    return {k: v.detach().to("cpu", copy=True).numpy() for k, v in agent.state_dict().items()}
 
 
 def mlp(layers: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
@@ -472,20 +519,23 @@ def act(agent: Agent, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     """CleanRL's action step: sample from the policy (torch's global RNG), log-prob, value.
 
     ``agent.get_action_and_value(x)`` op for op, without building a ``Normal`` (whose argument
-    checks cost more than the MLPs on one row): the same numbers, ~150 us sooner.
+    checks cost more than the MLPs on one row): the same numbers, ~150 us sooner. On the
+    agent's device, as CleanRL's, its RNG included.
     """
     with torch.no_grad():
-        x = torch.from_numpy(obs)
+        x = torch.from_numpy(obs).to(agent.actor_logstd.device)
         loc = mlp(agent.actor_mean, x)
         scale = torch.exp(agent.actor_logstd.expand_as(loc))
         action = torch.normal(loc, scale)  # Normal(loc, scale).sample()
         logprob = (-((action - loc) ** 2) / (2 * scale**2) - scale.log()
                    - math.log(math.sqrt(2 * math.pi))).sum(1)  # Normal.log_prob(action).sum(1)
         value = mlp(agent.critic, x)
-    return action.numpy(), logprob.numpy(), value.flatten().numpy()
+    return action.cpu().numpy(), logprob.cpu().numpy(), value.flatten().cpu().numpy()
 
 
 async def main(args: Args) -> dict[str, Any]:
+    device = torch_device(args.device)  # first: --device cuda without a GPU fails here
+    args = replace(args, device=device.type)  # resolved, for the learner process
     num_envs, num_steps = args.num_envs, args.num_steps
     num_updates = args.total_timesteps // (num_envs * num_steps)
     if num_updates < 1:
@@ -516,6 +566,7 @@ async def main(args: Args) -> dict[str, Any]:
     learner_process = None
     shared: SharedWeights | None = None
     if args.strict:
+        agent = agent.to(device)  # after its init on the CPU, as CleanRL's Agent(envs).to(device)
         learner_init(*learner_args, agent=agent)
     else:
         # Spawned, not forked: a process whose torch already ran on several threads (a test
@@ -531,9 +582,11 @@ async def main(args: Args) -> dict[str, Any]:
         learner_process.submit(int).result()
     schedule = ("strict (serial, CleanRL loop)" if args.strict else
                 "overlapped, fresh weights" if shared else "overlapped, one update behind")
+    actor_device = device if args.strict else torch.device("cpu")
     print(f"{args.env_id}: {schedule}, "
-          f"{num_envs} envs x {num_steps} steps per rollout, {num_updates} updates; torch "
-          f"threads: actor {args.actor_threads}, learner {args.learner_threads}", flush=True)
+          f"{num_envs} envs x {num_steps} steps per rollout, {num_updates} updates; device: "
+          f"actor {actor_device}, learner {device}; torch threads: actor {args.actor_threads}, "
+          f"learner {args.learner_threads}", flush=True)
 
     pool = aiopool.make(args.env_id, num_envs=num_envs, batch_size=batch_size,
                         num_threads=args.num_threads or None, seed=args.seed,
@@ -724,7 +777,7 @@ async def main(args: Args) -> dict[str, Any]:
     return {"global_step": global_step, "updates": updates_done, "seconds": seconds,
             "sps": global_step / seconds, "episodes": episodes, "mean_return": mean_return,
             "history": history, "learner_threads": args.learner_threads,
-            "weights": {k: v.detach().numpy().copy() for k, v in agent.state_dict().items()}}
+            "device": str(device), "weights": host_weights(agent)}
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """examples/ppo_continuous_async.py and examples/ppo_atari_async.py: their strict modes are
 CleanRL's loops float for float, their overlapped modes run and learn with the same update.
+On CUDA (the tests that need a GPU skip without one), strict is CleanRL's loop on the same GPU
+within floating-point tolerance.
 
 The references are CleanRL's scripts as ported in benchmarks/training.py: for MuJoCo, CleanRL's
 loop over gymnasium's SyncVectorEnv with CleanRL's wrappers (the example normalizes in the
@@ -32,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import ppo_atari_async as atari
 import ppo_continuous_async as mujoco
+import torch
 import training
 
 CLEANRL_STATS = ("value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl",
@@ -50,6 +53,26 @@ def assert_same_training(mine: dict[str, Any], theirs: dict[str, Any],
         assert {s: a[s] for s in CLEANRL_STATS} == {s: b[s] for s in CLEANRL_STATS}, k
     fields = slice(1, 3 if lengths else 2)
     assert [e[fields] for e in mine["episodes"]] == [e[fields] for e in theirs["episodes"]]
+
+
+def assert_close_training(mine: dict[str, Any], theirs: dict[str, Any],
+                          lengths: bool = True) -> None:
+    """On CUDA: the same run as ``assert_same_training`` checks, but weights and losses equal
+    within floating-point tolerance (CUDA does not promise bitwise-reproducible kernels)."""
+    assert mine["updates"] == theirs["updates"] == len(mine["history"])
+    assert mine["weights"].keys() == theirs["weights"].keys()
+    for name, value in theirs["weights"].items():
+        np.testing.assert_allclose(mine["weights"][name], value, rtol=1e-4, atol=1e-6,
+                                   err_msg=name)
+    for k, (a, b) in enumerate(zip(mine["history"], theirs["history"], strict=True)):
+        for stat in CLEANRL_STATS:
+            assert a[stat] == pytest.approx(b[stat], rel=1e-3, abs=1e-6), (k, stat)
+    fields = slice(1, 3 if lengths else 2)
+    assert [e[fields] for e in mine["episodes"]] == [e[fields] for e in theirs["episodes"]]
+
+
+GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+DEVICES = ["cpu", "auto", pytest.param("cuda", marks=GPU)]
 
 
 def continuous(env_id: str, num_envs: int, num_steps: int, updates: int,
@@ -71,6 +94,30 @@ def test_continuous_strict_is_cleanrl_over_syncvectorenv_float_for_float(
     assert mine["global_step"] == theirs["global_step"] == num_envs * num_steps * 3
     assert len(theirs["episodes"]) >= 1  # at least one autoreset on the way
     assert_same_training(mine, theirs)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_strict_is_cleanrls_loop_on_the_same_device(device: str) -> None:
+    # --device reaches the network, the rollout's tensors and the update in both examples and
+    # in CleanRL's loops: bit for bit on the CPU (auto is the CPU without a GPU), within
+    # floating-point tolerance on CUDA.
+    mujoco_args = continuous("Hopper-v5", 2, 64, 2, num_minibatches=4, update_epochs=1,
+                             strict=True, device=device)
+    atari_args = atari.Args(num_steps=8, total_timesteps=2 * 8 * 8, update_epochs=1,
+                            strict=True, print_every=0, device=device,
+                            learner_threads=1)  # both loops: quick on a loaded machine
+    runs = [(asyncio.run(mujoco.main(mujoco_args)), training.cleanrl_continuous(mujoco_args),
+             True),
+            (asyncio.run(atari.main(atari_args)),
+             training.cleanrl_atari(atari_args, training.AiopoolAsEnvPool("Breakout-v5", 8, 1)),
+             False)]  # game lengths: see test_atari_strict_is_cleanrl_on_the_same_envs_...
+    expected = mujoco.torch_device(device).type
+    for mine, theirs, lengths in runs:
+        assert mine["device"] == theirs["device"] == expected
+        if expected == "cpu":
+            assert_same_training(mine, theirs, lengths)
+        else:
+            assert_close_training(mine, theirs, lengths)
 
 
 @pytest.mark.parametrize("fresh_weights", [True, pytest.param(False, marks=pytest.mark.slow)])
@@ -176,12 +223,91 @@ def test_atari_overlapped_tiny_budget_runs_through_the_batcher() -> None:
     assert out["updates"] == 2 and out["global_step"] >= 8 * 16 * 2
     assert out["rows_per_forward"] >= 4  # each call of a consumer is half of the envs
     assert all(math.isfinite(h["lag_weight_max"]) for h in out["history"])
+    check_game_logging(out, 8)
+    if torch.cuda.is_available():  # --device auto: CUDA, its learner in a thread
+        assert (out["device"], out["learner"]) == ("cuda", "thread")
+        return
+    assert (out["device"], out["learner"]) == ("cpu", "process")
     # the learner went wide while the actor waited for it (in the last update, for which
     # there is nothing left to act)
     assert all(0 <= h["wide_minibatches"] <= 1 for h in out["history"])
     if len(os.sched_getaffinity(0)) > 1:
         assert out["history"][-1]["wide_minibatches"] > 0
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=GPU)])
+def test_atari_overlapped_learner_thread_learns_from_the_device_storage(device: str) -> None:
+    # The learner beside the actor (CUDA's default; on the CPU only when asked): the rollouts'
+    # frames are copied to its device as they are stored, the actor acts on the device too.
+    args = atari.Args(num_steps=16, total_timesteps=8 * 16 * 2, update_epochs=1,
+                      print_every=0, device=device, learner="thread")
+    out = asyncio.run(atari.main(args))
+    assert (out["device"], out["learner"], out["learner_threads"]) == (device, "thread", 1)
+    assert out["updates"] == 2 and out["global_step"] >= 8 * 16 * 2
+    assert all(math.isfinite(h["lag_weight_max"]) for h in out["history"])
+    assert out["history"][0]["lag_weight_max"] == pytest.approx(1.0, abs=1e-4)  # no lag yet
+    assert all("wide_minibatches" not in h for h in out["history"])  # no thread juggling
+    assert all(np.isfinite(w).all() for w in out["weights"].values())
     check_game_logging(out, 8)
+
+
+@GPU
+def test_continuous_overlapped_learns_on_cuda_and_acts_on_the_cpu() -> None:
+    args = continuous("HalfCheetah-v5", 2, 64, 2, num_minibatches=4, update_epochs=2,
+                      device="cuda")
+    out = asyncio.run(mujoco.main(args))
+    assert out["device"] == "cuda" and out["updates"] == 2
+    assert all(np.isfinite(w).all() for w in out["weights"].values())
+
+
+def test_atari_frames_reach_the_device_storage_one_copy_per_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A rollout with device storage stages its frames in host memory (pinned only with CUDA)
+    # and upload copies each run of consecutive envs at one step in one copy.
+    device = torch.device("cpu")
+    first, second = (atari.Rollout.empty(2, 8, (4, 84, 84), device=device) for _ in range(2))
+    assert first.staging is not None and first.device_obs is not None
+    assert not first.staging.is_pinned() and first.device_obs.device == device
+    rng = np.random.default_rng(0)
+    for r in (first, second):
+        r.obs[:] = rng.integers(0, 255, r.obs.shape, dtype=np.uint8)
+    rows = [(first, 0, 0), (first, 0, 1), (first, 0, 2), (first, 1, 3), (first, 0, 5),
+            (second, 0, 6), (second, 0, 7)]
+    copies = []
+    copy = torch.Tensor.copy_
+
+    def counting_copy(self: Any, src: Any, non_blocking: bool = False) -> Any:
+        copies.append(len(self))
+        return copy(self, src, non_blocking)
+
+    monkeypatch.setattr(torch.Tensor, "copy_", counting_copy)
+    atari.upload(rows)
+    monkeypatch.undo()
+    assert copies == [3, 1, 1, 2]
+    for r, t, i in rows:
+        assert r.device_obs is not None
+        np.testing.assert_array_equal(r.device_obs[t, i].numpy(), r.obs[t, i])
+
+
+def test_atari_update_from_the_device_storage_is_the_update_from_host_frames() -> None:
+    # The learner thread reads a rollout's frames from its device storage: the same update,
+    # bit for bit, as from the frames in host memory (here both on the CPU).
+    weights, host = initial_weights(), random_rollout()
+    stored = atari.Rollout.empty(16, 8, (4, 84, 84), device=torch.device("cpu"))
+    stored.obs[:] = host.obs
+    for field in ("next_obs", "actions", "rewards", "logprobs", "values", "dones"):
+        getattr(stored, field)[:] = getattr(host, field)
+    atari.upload([(stored, t, i) for t in range(16) for i in range(8)])
+    args = atari.Args(update_epochs=1, learner_threads=1)
+    out = []
+    for rollout in (host, stored):
+        atari.learner_init(args, 4, weights)
+        out.append(atari.learner_update(rollout, args.learning_rate, True))
+    (w0, s0), (w1, s1) = out
+    assert w0 is not None and w1 is not None
+    for name in weights:
+        np.testing.assert_array_equal(w1[name], w0[name], err_msg=name)
+    assert {s: s1[s] for s in CLEANRL_STATS} == {s: s0[s] for s in CLEANRL_STATS}
 
 
 def random_rollout(num_steps: int = 16, num_envs: int = 8) -> atari.Rollout:
