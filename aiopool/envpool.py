@@ -919,12 +919,12 @@ class GymnasiumEnvPool(_EnvPool, gym.vector.VectorEnv, gym.Env):  # type: ignore
     terminated, truncated, info)``; ``observation_space`` / ``action_space`` are one env's
     (as EnvPool's, also as ``single_observation_space`` / ``single_action_space``)."""
 
-    render_mode = None
     is_vector_env = True
 
     def __init__(self, plan: _Plan) -> None:
         _EnvPool.__init__(self, plan)
-        self.metadata = {"render_modes": [],
+        self.render_mode = self._pool.render_mode
+        self.metadata = {"render_modes": ["rgb_array"] if self._pool.spec.renders else [],
                          "autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}
         self.num_envs = plan.num_envs
         self.observation_space = self.single_observation_space = self._spec.observation_space

@@ -548,6 +548,7 @@ def test_cleanrl_ppo_atari_envpool_logs_game_over_episodes(
 def test_render_gives_envpools_batch_first_frames() -> None:
     env = ours.make("Pong-v5", env_type="gymnasium", num_envs=3, render_mode="rgb_array",
                     render_env_id=1)
+    assert env.render_mode == "rgb_array" and env.metadata["render_modes"] == ["rgb_array"]
     env.reset()
     frames = env.render()
     assert frames.shape == (1, 210, 160, 3) and frames.flags.writeable
