@@ -71,6 +71,10 @@ TARGETS = (((32, 16), "EnvPool async"), ((256, 128), "limit"))
 # (issue 4): stream ÷ EnvPool async and stream ÷ (limit × N), both at 16/8 with N = 1 and 2.
 MUJOCO_CONFIGS = "8/8/1,8/4/1,16/8/1,16/8/2,16/16/2,32/16/2"
 MUJOCO_TARGETS = (((16, 8), "EnvPool async"), ((16, 8), "limit"))
+# Box2D steps take tens of µs (LunarLander ~30): the issue's targets are stream ÷ EnvPool async
+# and stream ÷ gymnasium's AsyncVectorEnv, at 32/16 with 1 and 2 threads.
+BOX2D_CONFIGS = "32/16/1,32/16/2,64/32/2"
+BOX2D_TARGETS = (((32, 16), "EnvPool async"), ((32, 16), "gymnasium AsyncVectorEnv"))
 ACTION_ROUNDS = 64  # distinct precomputed action arrays, cycled
 ADAPTER_ROW = "aiopool gymnasium adapter (step, B=M)"
 
@@ -90,13 +94,15 @@ class Family:
 
 CLASSIC = Family(DEFAULT_CONFIGS, TARGETS, 32, limit_per_thread=False, unit="M")
 MUJOCO = Family(MUJOCO_CONFIGS, MUJOCO_TARGETS, 8, limit_per_thread=True, unit="k")
+BOX2D = Family(BOX2D_CONFIGS, BOX2D_TARGETS, 32, limit_per_thread=True, unit="k")
 UNITS = {"M": 1e6, "k": 1e3}
 
 
 def family(env_id: str) -> Family:
     if atari_rom(env_id) is not None:
         return ATARI
-    return MUJOCO if registry.family_of(env_id) is families.MUJOCO else CLASSIC
+    found = registry.family_of(env_id)
+    return MUJOCO if found is families.MUJOCO else BOX2D if found is families.BOX2D else CLASSIC
 
 
 # -- what is measured ---------------------------------------------------------------------
@@ -409,6 +415,8 @@ def build_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
         return None, "g++ not found"
     if registry.family_of(env_id) is families.MUJOCO:
         return build_mujoco_limit(env_id, out_dir)
+    if registry.family_of(env_id) is families.BOX2D:
+        return None, "no limit program for Box2D envs (it would link the module's Box2D build)"
     if not LIMIT_SOURCE.exists():
         return None, f"{LIMIT_SOURCE} is missing"
     pattern = re.compile(r'AIOPOOL_REGISTER_ENV\("' + re.escape(env_id) + r'",\s*(\w+)')

@@ -16,49 +16,11 @@ option(AIOPOOL_WITH_ALE "Build the Atari envs (ALE from the ale-py sdist; GPL-2.
 set(ALE_PY_VERSION "0.12.1")
 set(ALE_PY_SDIST_SHA256 "c503d574c5983e1063b451201ccb779d935919c0f6bf116fb0f4f8aa4c86d249")
 
-# Sets ALE_SOURCE_DIR to an unpacked ale-py sdist, or leaves it empty and sets _ale_why.
-function(aiopool_fetch_ale_source)
-  set(_dir "${CMAKE_BINARY_DIR}/_ale_sdist")
-  set(_src "${_dir}/ale_py-${ALE_PY_VERSION}")
-  set(_tar "${_dir}/ale_py-${ALE_PY_VERSION}.tar.gz")
-  if(EXISTS "${_src}/CMakeLists.txt")
-    set(ALE_SOURCE_DIR "${_src}" PARENT_SCOPE)
-    return()
-  endif()
-  message(STATUS "aiopool: fetching the ale-py==${ALE_PY_VERSION} sdist with pip")
-  # --no-build-isolation: pip prepares the sdist's metadata, and ale-py's own build
-  # requirements include jax; in our build env the metadata hook needs scikit-build-core only.
-  execute_process(
-    COMMAND "${Python_EXECUTABLE}" -m pip download --no-deps --no-binary :all: --no-build-isolation
-            --quiet "ale-py==${ALE_PY_VERSION}" -d "${_dir}"
-    RESULT_VARIABLE _rc ERROR_VARIABLE _err OUTPUT_QUIET)
-  if(NOT _rc EQUAL 0 OR NOT EXISTS "${_tar}")
-    string(REGEX MATCH "ERROR:[^\n]*" _first_error "${_err}")  # pip's reason, without its warnings
-    if(_first_error)
-      set(_err "${_first_error}")
-    endif()
-    string(STRIP "${_err}" _err)
-    set(_ale_why "pip download ale-py==${ALE_PY_VERSION} failed: ${_err}" PARENT_SCOPE)
-    return()
-  endif()
-  file(SHA256 "${_tar}" _sha)
-  if(NOT _sha STREQUAL ALE_PY_SDIST_SHA256)
-    set(_ale_why "ale_py-${ALE_PY_VERSION}.tar.gz has sha256 ${_sha}, expected ${ALE_PY_SDIST_SHA256}"
-        PARENT_SCOPE)
-    return()
-  endif()
-  file(ARCHIVE_EXTRACT INPUT "${_tar}" DESTINATION "${_dir}")
-  set(ALE_SOURCE_DIR "${_src}" PARENT_SCOPE)
-endfunction()
+include(cmake/sdist.cmake)
 
 if(AIOPOOL_WITH_ALE)
-  set(_ale_why "")
-  if(NOT ALE_SOURCE_DIR)
-    aiopool_fetch_ale_source()
-  elseif(NOT EXISTS "${ALE_SOURCE_DIR}/src/ale/ale_interface.cpp")
-    set(_ale_why "ALE_SOURCE_DIR=${ALE_SOURCE_DIR} is not an unpacked ale-py sdist")
-    set(ALE_SOURCE_DIR "")
-  endif()
+  aiopool_sdist_source(ale-py ${ALE_PY_VERSION} ${ALE_PY_SDIST_SHA256} ale_py-${ALE_PY_VERSION}
+                       src/ale/ale_interface.cpp ALE_SOURCE_DIR _ale_why)
   find_package(ZLIB QUIET)
   if(ALE_SOURCE_DIR AND NOT ZLIB_FOUND)
     set(_ale_why "ALE needs zlib (Debian/Ubuntu: apt install zlib1g-dev)")

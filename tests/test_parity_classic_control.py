@@ -1,4 +1,5 @@
-"""Classic control and toy text: every row of a pool equals gymnasium 1.4's env, bit for bit.
+"""Classic control, toy text and Box2D: every row of a pool equals gymnasium 1.4's env, bit for
+bit.
 
 Each case steps a pool of 4 envs and, beside it, 4 ``gymnasium.make(id)`` envs seeded
 ``seed + i`` (later resets unseeded, as gymnasium's vector envs do), with the same actions, and
@@ -6,26 +7,31 @@ compares obs, reward, terminated, truncated, elapsed_step and the family's info 
 ``prob``, Taxi's ``action_mask``) at every step, through many episodes and in each autoreset
 mode. Continuous actions include out-of-range values, which both sides clip. FrozenLake's
 random maps (``desc=None, map_name=None``) are ``generate_random_map(seed=seed + i)``.
+LunarLander flies gymnasium's own heuristic pilot (``Pilot``), so that episodes end by landing
+(the lander asleep), by crashing and by flying off.
 
-In ``next_step`` mode on asyncio's loop the pool renders (``render_mode="rgb_array"``) and
-env 0's frame is compared with gymnasium's ``env.render()`` at each of the first ``FRAMES``
-steps, through its episode ends and resets (the reference renders every step, as a video
-recorder does: Taxi's heading follows its last move only then).
+In ``next_step`` mode on asyncio's loop the pool renders (``render_mode="rgb_array"``, where
+the family renders) and env 0's frame is compared with gymnasium's ``env.render()`` at each of
+the first ``FRAMES`` steps, through its episode ends and resets (the reference renders every
+step, as a video recorder does: Taxi's heading follows its last move only then).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 import pytest
+from gymnasium.envs.box2d.lunar_lander import heuristic
 from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 
 import aiopool
+from aiopool import registry
 
 NUM_ENVS = 4
 STEPS = 1000
@@ -89,6 +95,22 @@ class Greedy:
         return q
 
 
+class Pilot:
+    """LunarLander: gymnasium's heuristic landing (``lunar_lander.heuristic``), with the sampled
+    action every tenth step; env 0 flies the sampled actions only. So some episodes land (reward
+    +100: the lander asleep on the ground) and others crash or fly off (-100)."""
+
+    def __init__(self) -> None:
+        self.t = 0
+
+    def __call__(self, obs: npt.NDArray[np.float32], sampled: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        self.t += 1
+        lander = SimpleNamespace(unwrapped=SimpleNamespace(continuous=sampled.dtype == np.float32))
+        flown = np.stack([np.asarray(heuristic(lander, o), dtype=sampled.dtype) for o in obs])
+        flown[0] = sampled[0]
+        return sampled if self.t % 10 == 0 else flown
+
+
 # (id, gymnasium kwargs, policy, info keys compared); non-default kwargs for CartPole-v0,
 # Pendulum, MountainCarContinuous and each toy-text env.
 CASES: list[tuple[str, dict[str, Any], Policy | Greedy, tuple[str, ...]]] = [
@@ -109,6 +131,11 @@ CASES: list[tuple[str, dict[str, Any], Policy | Greedy, tuple[str, ...]]] = [
     ("Taxi-v4", {}, Greedy(), ("prob", "action_mask")),
     ("Taxi-v4", {"is_rainy": True, "rainy_probability": 0.7, "fickle_passenger": True,
                  "fickle_probability": 0.5}, Greedy(), ("prob", "action_mask")),
+    ("LunarLander-v3", {}, Pilot(), ()),
+    ("LunarLanderContinuous-v3", {}, Pilot(), ()),
+    ("LunarLander-v3", {"enable_wind": True, "gravity": -9.0}, Pilot(), ()),
+    ("LunarLander-v3", {"continuous": True, "enable_wind": True, "wind_power": 18.0,
+                        "turbulence_power": 1.9}, Pilot(), ()),
 ]
 
 
@@ -207,7 +234,8 @@ async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any
     seed = 2024
     # Frames once per case: on asyncio's loop (the loop changes nothing a frame shows).
     on_uvloop = type(asyncio.get_running_loop()).__module__.startswith("uvloop")
-    render_mode = "rgb_array" if mode == "next_step" and not on_uvloop else None
+    renders = registry.family_of(env_id).renders  # type: ignore[union-attr]
+    render_mode = "rgb_array" if mode == "next_step" and not on_uvloop and renders else None
     ref = Reference(env_id, kwargs, seed, mode, render_mode)
     if isinstance(policy, Greedy):
         policy = policy.bound(ref.envs)
@@ -225,6 +253,7 @@ async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any
         obs = np.stack([expected[i][0] for i in range(NUM_ENVS)])
 
         episodes = ends_seen = 0
+        outcomes = set()  # the rewards of terminal steps
         if render_mode:
             _assert_frame(pool.render([0])[0], ref.envs[0].render(), "reset")
         for t in range(STEPS):
@@ -243,12 +272,16 @@ async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any
                 batch = await pool.step(actions)
                 expected = ref.step(actions, list(range(NUM_ENVS)))
             episodes += _assert_rows(batch, expected, ref.elapsed, f"step {t}", info_keys)
+            ended_with = np.asarray(batch.reward)[np.asarray(batch.terminated)]
+            outcomes.update(float(r) for r in ended_with)
             obs = np.stack([expected[i][0] for i in range(NUM_ENVS)])
             if render_mode and t < FRAMES:
                 ends_seen += bool(batch.terminated[batch.env_id == 0].any()
                                   or batch.truncated[batch.env_id == 0].any())
                 _assert_frame(pool.render([0])[0], ref.envs[0].render(), f"step {t}")
         assert episodes >= NUM_ENVS, f"only {episodes} episodes ended; the test covers too little"
+        if isinstance(policy, Pilot):
+            assert {100.0, -100.0} <= outcomes, f"LunarLander's episodes ended only with {outcomes}"
         if render_mode:
             assert ends_seen, "env 0's frames crossed no episode end"
 

@@ -128,3 +128,28 @@ def test_reaches_475_with_a_fixed_seed(tmp_path: Path) -> None:
           f"{out['seconds']:.1f} s (test {time.perf_counter() - start:.1f} s)")
     assert out["reached"], out
     assert out["mean_return"] >= 475
+
+
+def test_an_env_id_takes_its_preset_and_flags_override_it(tmp_path: Path) -> None:
+    args = ppo.parse_args(["--env-id", "LunarLander-v3", "--gamma", "0.995"])
+    preset = ppo.PRESETS["LunarLander-v3"]
+    assert (args.target_return, args.num_steps, args.learning_rate) == (
+        preset["target_return"], preset["num_steps"], preset["learning_rate"])
+    assert args.gamma == 0.995  # given on the command line
+    assert ppo.parse_args([]).target_return == 475.0  # CartPole's own defaults
+    out = asyncio.run(ppo.main(ppo.Args(
+        env_id="LunarLander-v3", total_timesteps=4096, num_envs=8, batch_size=4, num_steps=16,
+        plot=str(tmp_path / "curve.png"), print_every=1e9)))
+    assert out["global_step"] >= 4096 and out["episodes"] > 0 and not out["reached"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_reaches_200_on_lunar_lander_with_a_fixed_seed(tmp_path: Path) -> None:
+    args = ppo.parse_args(["--env-id", "LunarLander-v3", "--seed", "1",
+                           "--plot", str(tmp_path / "curve.png")])
+    out = asyncio.run(ppo.main(args))
+    print(f"reached {out['mean_return']:.1f} after {out['global_step']:,} env steps in "
+          f"{out['seconds']:.1f} s")
+    assert out["reached"], out
+    assert out["mean_return"] >= 200

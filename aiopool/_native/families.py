@@ -1,10 +1,10 @@
 """The native env families: each one's extension module, its ids and what the rest asks of it.
 
 A family is one extension module in ``aiopool._native`` (``_core``, ``_toy_text``, ``_mujoco``,
-``_atari``)
-and its env headers in ``envs/<name>/``. registry.py loads the modules of ``FAMILIES``
-in order and lists what each registers; the rest of aiopool asks a pool's ``EnvSpec``
-(``spec.family``, ``spec.finite_actions``) or ``registry.family_of(env_id)``, never an id list.
+``_atari``, ``_box2d``) and its env headers in ``envs/<name>/``. registry.py loads the modules
+of ``FAMILIES`` in order and lists what each registers; the rest of aiopool asks a pool's
+``EnvSpec`` (``spec.family``, ``spec.finite_actions``) or ``registry.family_of(env_id)``, never
+an id list.
 
 Adding a family: its headers, its ``<name>_module.cc`` and CMake target, a ``NativeFamily``
 here with its line in ``FAMILIES``, and its tests. Nothing else names families.
@@ -118,5 +118,14 @@ ATARI = NativeFamily(
               "-Ccmake.define.ALE_SOURCE_DIR=/path/to/ale_py-0.12.1")
 
 
+BOX2D = NativeFamily(
+    name="box2d", title="Box2D", module="_box2d",
+    ids=frozenset({"LunarLander-v3", "LunarLanderContinuous-v3"}),
+    not_built="this aiopool was built without Box2D (-DAIOPOOL_WITH_BOX2D=OFF, or the build "
+              "could not fetch the box2d-py 2.3.8 sdist; its log says why). Reinstall with access "
+              "to PyPI, or pass an unpacked sdist: pip install -e . "
+              "-Ccmake.define.BOX2D_SOURCE_DIR=/path/to/box2d-py-2.3.8")
+
+
 # The order in which the registry searches the modules and aiopool.list_envs() lists their ids.
-FAMILIES: tuple[NativeFamily, ...] = (CLASSIC_CONTROL, TOY_TEXT, MUJOCO, ATARI)
+FAMILIES: tuple[NativeFamily, ...] = (CLASSIC_CONTROL, TOY_TEXT, MUJOCO, ATARI, BOX2D)

@@ -73,6 +73,16 @@ FAMILIES: dict[str, dict[str, str]] = {
         "frames": "ale-py's `env.render()`: the last emulated screen in colour, drawn in C++ "
                   "with the GIL released",
     },
+    "box2d": {
+        "title": "Box2D",
+        "reference": "gymnasium 1.4 with `box2d` 2.3.10",
+        "parity": "**bit for bit**: observations, rewards, terminated, truncated, through "
+                  "autoresets, in every autoreset mode, with every kwarg (`continuous`, "
+                  "`gravity`, `enable_wind`, `wind_power`, `turbulence_power`), landings, "
+                  "crashes and flights off screen included",
+        "test": "tests/test_parity_classic_control.py",
+        "frames": "not yet",
+    },
 }
 # Envs with no reference implementation.
 OWN_ENVS = {
