@@ -20,6 +20,7 @@ Usage:
     python benchmarks/throughput.py --env Ant-v5        # MuJoCo: ~6 min on 2 cores
     python benchmarks/throughput.py --quick --env Counting-v0 --no-peers   # smoke test
     python benchmarks/throughput.py --env Pong-v5       # Atari: ale-py's vector env as a peer
+    python benchmarks/throughput.py --env LunarLander-v3   # Box2D (also BipedalWalker-v3)
     python benchmarks/throughput.py --env Pong-v5 --repeats 3   # issue 25.3: stream ÷ the
         # best of EnvPool async and ale-py async per repeat, 16/8 and 32/16, 1 and 2 threads
 
@@ -71,8 +72,9 @@ TARGETS = (((32, 16), "EnvPool async"), ((256, 128), "limit"))
 # (issue 4): stream ÷ EnvPool async and stream ÷ (limit × N), both at 16/8 with N = 1 and 2.
 MUJOCO_CONFIGS = "8/8/1,8/4/1,16/8/1,16/8/2,16/16/2,32/16/2"
 MUJOCO_TARGETS = (((16, 8), "EnvPool async"), ((16, 8), "limit"))
-# Box2D steps take tens of µs (LunarLander ~30): the issue's targets are stream ÷ EnvPool async
-# and stream ÷ gymnasium's AsyncVectorEnv, at 32/16 with 1 and 2 threads.
+# Box2D steps take 10-50 µs (LunarLander ~11, BipedalWalker ~45): the issue's targets are
+# stream ÷ EnvPool async and stream ÷ gymnasium's AsyncVectorEnv, at 32/16 on 1 and 2 threads.
+# The limit program links the module's Box2D build (CMake targets box2d_limit_<Class>).
 BOX2D_CONFIGS = "32/16/1,32/16/2,64/32/2"
 BOX2D_TARGETS = (((32, 16), "EnvPool async"), ((32, 16), "gymnasium AsyncVectorEnv"))
 ACTION_ROUNDS = 64  # distinct precomputed action arrays, cycled
@@ -415,8 +417,6 @@ def build_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
         return None, "g++ not found"
     if registry.family_of(env_id) is families.MUJOCO:
         return build_mujoco_limit(env_id, out_dir)
-    if registry.family_of(env_id) is families.BOX2D:
-        return None, "no limit program for Box2D envs (it would link the module's Box2D build)"
     if not LIMIT_SOURCE.exists():
         return None, f"{LIMIT_SOURCE} is missing"
     pattern = re.compile(r'AIOPOOL_REGISTER_ENV\("' + re.escape(env_id) + r'",\s*(\w+)')
@@ -426,6 +426,8 @@ def build_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
             break
     else:
         return None, f"no header under {ENV_HEADERS} registers {env_id}"
+    if registry.family_of(env_id) is families.BOX2D:  # links the module's Box2D build
+        return build_cmake_limit(f"box2d_limit_{found.group(1)}", env_id)
     return compile_limit(env_id, out_dir, LIMIT_SOURCE, [
         f'-DLIMIT_ENV_HEADER="{header}"', f"-DLIMIT_ENV=::aiopool::{found.group(1)}"],
         f"from {header.relative_to(ROOT)}")
@@ -581,22 +583,27 @@ def atari_peer_runners(env_id: str, max_gym_envs: int, skipped: list[str]) -> li
 
 
 def build_atari_limit(env_id: str) -> tuple[Limit | None, str]:
-    """Build the ``atari_limit`` target in the build directory of ``pip install -e .`` (it
-    links the ALE built there); (None, why) when there is none."""
+    """The ``atari_limit`` target, which links the ALE built by ``pip install -e .``."""
     from ale_py import roms
 
     rom = _rom(env_id)
+    return build_cmake_limit(ATARI_LIMIT_TARGET, env_id, (f"rom_path={roms.get_rom_path(rom)}",))
+
+
+def build_cmake_limit(target: str, env_id: str,
+                      overrides: tuple[str, ...] = ()) -> tuple[Limit | None, str]:
+    """Build a limit ``target`` of the CMake build directory of ``pip install -e .`` (one that
+    links a simulator built there: ALE, Box2D); (None, why) when there is none."""
     cmake = shutil.which("cmake") or str(Path(sys.executable).parent / "cmake")
     caches = sorted((ROOT / "build").glob("*/CMakeCache.txt"))
     if not caches:
         return None, f"no CMake build directory under {ROOT / 'build'} (pip install -e .)"
     build_dir = caches[-1].parent
-    built = subprocess.run([cmake, "--build", str(build_dir), "--target", ATARI_LIMIT_TARGET],
+    built = subprocess.run([cmake, "--build", str(build_dir), "--target", target],
                            capture_output=True, text=True)
     if built.returncode != 0:
-        return None, f"building {ATARI_LIMIT_TARGET} failed:\n{built.stdout[-2000:]}"
-    return (Limit(build_dir / ATARI_LIMIT_TARGET, env_id, (f"rom_path={roms.get_rom_path(rom)}",)),
-            f"built {build_dir / ATARI_LIMIT_TARGET}")
+        return None, f"building {target} failed:\n{built.stdout[-2000:]}"
+    return Limit(build_dir / target, env_id, overrides), f"built {build_dir / target}"
 
 
 # -- which runner measures which shape ----------------------------------------------------

@@ -44,5 +44,22 @@ if(AIOPOOL_WITH_BOX2D)
     target_link_libraries(_box2d PRIVATE aiopool_box2d)
     # Box2D's symbols stay inside the module (gymnasium's own copy may be loaded beside it).
     target_link_options(_box2d PRIVATE "-Wl,--exclude-libs,ALL")
+
+    # The limit rows of benchmarks/throughput.py: each env class and the module's Box2D build,
+    # one thread, no pool (cmake --build <build dir> --target box2d_limit_LunarLander).
+    foreach(_env LunarLander:lunar_lander LunarLanderContinuous:lunar_lander
+                 BipedalWalker:bipedal_walker BipedalWalkerHardcore:bipedal_walker)
+      string(REPLACE ":" ";" _env "${_env}")
+      list(GET _env 0 _class)
+      list(GET _env 1 _header)
+      add_executable(box2d_limit_${_class} EXCLUDE_FROM_ALL benchmarks/env_limit.cc)
+      target_compile_definitions(box2d_limit_${_class} PRIVATE
+        "LIMIT_ENV_HEADER=\"${PROJECT_SOURCE_DIR}/aiopool/_native/envs/box2d/${_header}.h\""
+        "LIMIT_ENV=::aiopool::${_class}")
+      target_link_libraries(box2d_limit_${_class} PRIVATE aiopool_box2d)
+      target_include_directories(box2d_limit_${_class} BEFORE PRIVATE
+                                 "${PROJECT_SOURCE_DIR}/cmake/box2d_shim")  # no Python here
+      target_compile_options(box2d_limit_${_class} PRIVATE $<$<CONFIG:Release>:-O3> -ffp-contract=off)
+    endforeach()
   endif()
 endif()

@@ -85,7 +85,8 @@ def _same(a: Any, b: Any, where: str) -> None:
     pytest.param(DictObsEnv, "sorted", id="DictObsEnv-sorted"),
     ("FrozenLake-v1", "any"), ("FrozenLake-v1", "sorted"),
     ("FrozenLake8x8-v1", "python copy=False"),
-    ("LunarLander-v3", "any"), ("LunarLanderContinuous-v3", "sorted copy=False")])
+    ("LunarLander-v3", "any"), ("LunarLanderContinuous-v3", "sorted copy=False"),
+    ("BipedalWalker-v3", "python")])
 def test_matches_sync_vector_env_step_by_step(env_id: str | Callable[[], gym.Env[Any, Any]],
                                               mode: AutoresetMode, path: str) -> None:
     """Each path of the lockstep. ``"any"``: the native copy (mostly in env id order).

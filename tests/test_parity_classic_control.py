@@ -136,6 +136,9 @@ CASES: list[tuple[str, dict[str, Any], Policy | Greedy, tuple[str, ...]]] = [
     ("LunarLander-v3", {"enable_wind": True, "gravity": -9.0}, Pilot(), ()),
     ("LunarLander-v3", {"continuous": True, "enable_wind": True, "wind_power": 18.0,
                         "turbulence_power": 1.9}, Pilot(), ()),
+    ("BipedalWalker-v3", {}, _overdrive, ()),
+    ("BipedalWalkerHardcore-v3", {}, _random, ()),
+    ("BipedalWalker-v3", {"hardcore": True}, _overdrive, ()),
 ]
 
 

@@ -120,7 +120,8 @@ ATARI = NativeFamily(
 
 BOX2D = NativeFamily(
     name="box2d", title="Box2D", module="_box2d",
-    ids=frozenset({"LunarLander-v3", "LunarLanderContinuous-v3"}),
+    ids=frozenset({"LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3",
+                   "BipedalWalkerHardcore-v3"}),
     not_built="this aiopool was built without Box2D (-DAIOPOOL_WITH_BOX2D=OFF, or the build "
               "could not fetch the box2d-py 2.3.8 sdist; its log says why). Reinstall with access "
               "to PyPI, or pass an unpacked sdist: pip install -e . "

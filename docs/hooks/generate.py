@@ -77,9 +77,9 @@ FAMILIES: dict[str, dict[str, str]] = {
         "title": "Box2D",
         "reference": "gymnasium 1.4 with `box2d` 2.3.10",
         "parity": "**bit for bit**: observations, rewards, terminated, truncated, through "
-                  "autoresets, in every autoreset mode, with every kwarg (`continuous`, "
-                  "`gravity`, `enable_wind`, `wind_power`, `turbulence_power`), landings, "
-                  "crashes and flights off screen included",
+                  "autoresets, in every autoreset mode, with every kwarg (LunarLander's "
+                  "`continuous`, `gravity`, `enable_wind`, `wind_power`, `turbulence_power`; "
+                  "BipedalWalker's `hardcore`), landings, crashes and falls included",
         "test": "tests/test_parity_classic_control.py",
         "frames": "not yet",
     },

@@ -14,23 +14,21 @@
 // The particles gymnasium adds when it renders are decoration and not simulated here.
 #pragma once
 
-#include <Box2D/Box2D.h>
-
 #include <array>
 #include <cmath>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "../../env.h"
 #include "../../registry.h"
-
-extern thread_local const char* aiopool_box2d_assertion;  // cmake/box2d_shim/Python.h
+#include "box2d.h"
 
 namespace aiopool {
+
+using box2d::vec;
 
 class LunarLander {
  public:
@@ -73,20 +71,20 @@ class LunarLander {
         turbulence_power_(config.get("turbulence_power")) {}
 
   void reset(Rng& rng) {
-    failed_ = false;
-    guarded([&] { build(rng); });
+    guard_.clear();
+    guard_([&] { build(rng); });
   }
 
   StepResult step(const Action* action, Rng& rng) {
     StepResult r;
     if (!continuous_) {
-      guarded([&] { r = advance(0.0, 0.0, *reinterpret_cast<const int64_t*>(action), rng); });
+      guard_([&] { r = advance(0.0, 0.0, *reinterpret_cast<const int64_t*>(action), rng); });
       return r;
     }
     const auto* a = reinterpret_cast<const float*>(action);
     // np.clip(action, -1, +1).astype(np.float64): float32 clipping, then exact widening.
     auto clip = [](float v) { return static_cast<double>(v < -1.0f ? -1.0f : (v > 1.0f ? 1.0f : v)); };
-    guarded([&] { r = advance(clip(a[0]), clip(a[1]), -1, rng); });
+    guard_([&] { r = advance(clip(a[0]), clip(a[1]), -1, rng); });
     return r;
   }
 
@@ -98,39 +96,24 @@ class LunarLander {
   // Each body's position, angle, velocity and angular velocity (lander, left leg, right leg).
   std::vector<double> render_state() const {
     std::vector<double> out;
-    for (const b2Body* b : {contacts_->lander, contacts_->legs[0], contacts_->legs[1]}) {
+    for (const b2Body* b : {lander(), contacts_->legs[0], contacts_->legs[1]}) {
       const b2Vec2 p = b->GetPosition(), v = b->GetLinearVelocity();
       out.insert(out.end(), {p.x, p.y, b->GetAngle(), v.x, v.y, b->GetAngularVelocity()});
     }
     return out;
   }
 
-  // The last step or reset failed one of Box2D's assertions (the runner ends the episode; the
-  // next reset builds a new world), and what it said; any thread.
-  bool failed() const { return failed_; }
-  std::string error() const {
-    std::lock_guard<std::mutex> lock(*error_mu_);
-    return error_;
-  }
+  // A failed Box2D assertion in the last step or reset (box2d::Guard), and its text.
+  bool failed() const { return guard_.failed(); }
+  std::string error() const { return guard_.error(); }
 
  private:
-  // Runs Box2D work; a failed b2Assert (which pybox2d raises as an AssertionError) fails the env.
-  template <class F>
-  void guarded(F&& work) {
-    try {
-      work();
-    } catch (const b2AssertException&) {
-      failed_ = true;
-      std::lock_guard<std::mutex> lock(*error_mu_);
-      error_ = std::string("Box2D assertion failed: ") +
-               (aiopool_box2d_assertion != nullptr ? aiopool_box2d_assertion : "?");
-    }
-  }
+  b2Body* lander() const { return contacts_->body; }
 
   // gymnasium's reset: a new world, the terrain, the lander and its legs, then step(0).
   void build(Rng& rng) {
     world_ = std::make_unique<b2World>(vec(0.0, gravity_));
-    *contacts_ = Contacts();
+    *contacts_ = box2d::Contacts();
     world_->SetContactListener(contacts_.get());
     has_prev_shaping_ = false;
 
@@ -169,7 +152,7 @@ class LunarLander {
     lander_def.type = b2_dynamicBody;
     lander_def.position = vec(initial_x, initial_y);
     lander_def.angle = 0.0f;
-    contacts_->lander = world_->CreateBody(&lander_def);
+    contacts_->body = world_->CreateBody(&lander_def);
     constexpr std::array<std::array<int, 2>, 6> kLanderPoly{
         {{-14, +17}, {-17, 0}, {-17, -10}, {+17, -10}, {+17, 0}, {+14, +17}}};
     b2Vec2 hull[kLanderPoly.size()];
@@ -177,10 +160,10 @@ class LunarLander {
       hull[k] = vec(kLanderPoly[k][0] / kScale, kLanderPoly[k][1] / kScale);
     b2PolygonShape body_shape;
     body_shape.Set(hull, static_cast<int32>(kLanderPoly.size()));
-    contacts_->lander->CreateFixture(&fixture(body_shape, 5.0f, 0.1f, 0x0010));
+    lander()->CreateFixture(&fixture(body_shape, 5.0f, 0.1f, 0x0010));
     const double fx = rng.uniform(-kInitialRandom, kInitialRandom);
     const double fy = rng.uniform(-kInitialRandom, kInitialRandom);
-    contacts_->lander->ApplyForceToCenter(vec(fx, fy), true);
+    lander()->ApplyForceToCenter(vec(fx, fy), true);
 
     if (enable_wind_) {  // integers(-9999, 9999)
       wind_idx_ = rng.integers(19998) - 9999;
@@ -199,11 +182,9 @@ class LunarLander {
       contacts_->legs[side]->CreateFixture(&fixture(leg_shape, 1.0f, 0.2f, 0x0020));
 
       b2RevoluteJointDef joint;
-      joint.bodyA = contacts_->lander;
+      joint.bodyA = lander();
       joint.bodyB = contacts_->legs[side];
-      // pybox2d's b2RevoluteJointDef(bodyA=, bodyB=) sets the reference angle from the bodies.
-      joint.referenceAngle = static_cast<float>(static_cast<double>(contacts_->legs[side]->GetAngle()) -
-                                                static_cast<double>(contacts_->lander->GetAngle()));
+      joint.referenceAngle = box2d::reference_angle(lander(), contacts_->legs[side]);
       joint.localAnchorA = vec(0, 0);
       joint.localAnchorB = vec(i * kLegAway / kScale, kLegDown / kScale);
       joint.enableMotor = true;
@@ -217,33 +198,6 @@ class LunarLander {
 
     advance(0.0, 0.0, 0, rng);  // gymnasium's reset returns the observation of step(0)
   }
-
-  // gymnasium's ContactDetector, and the bodies and flags it reads and sets: touching the ground
-  // with the body ends the episode; the legs report their contact in the observation. On the
-  // heap, where Box2D's pointer to it stays valid when the env moves.
-  struct Contacts : b2ContactListener {
-    void BeginContact(b2Contact* contact) override {
-      const b2Body* a = contact->GetFixtureA()->GetBody();
-      const b2Body* b = contact->GetFixtureB()->GetBody();
-      if (lander == a || lander == b) game_over = true;
-      for (int i = 0; i < 2; ++i)
-        if (legs[i] == a || legs[i] == b) leg_contact[i] = true;
-    }
-    void EndContact(b2Contact* contact) override {
-      const b2Body* a = contact->GetFixtureA()->GetBody();
-      const b2Body* b = contact->GetFixtureB()->GetBody();
-      for (int i = 0; i < 2; ++i)
-        if (legs[i] == a || legs[i] == b) leg_contact[i] = false;
-    }
-
-    b2Body* lander = nullptr;
-    std::array<b2Body*, 2> legs{nullptr, nullptr};
-    std::array<bool, 2> leg_contact{false, false};
-    bool game_over = false;
-  };
-
-  // A float32 pair as pybox2d makes one from two Python floats.
-  static b2Vec2 vec(double x, double y) { return b2Vec2(static_cast<float>(x), static_cast<float>(y)); }
 
   static b2FixtureDef& fixture(const b2Shape& shape, float density, float friction, uint16 category) {
     thread_local b2FixtureDef def;
@@ -265,15 +219,15 @@ class LunarLander {
       const double wind_mag =
           std::tanh(std::sin(0.02 * wind_idx_) + std::sin(M_PI * 0.01 * wind_idx_)) * wind_power_;
       wind_idx_ += 1;
-      contacts_->lander->ApplyForceToCenter(vec(wind_mag, 0.0), true);
+      lander()->ApplyForceToCenter(vec(wind_mag, 0.0), true);
       const double torque_mag =
           std::tanh(std::sin(0.02 * torque_idx_) + std::sin(M_PI * 0.01 * torque_idx_)) * turbulence_power_;
       torque_idx_ += 1;
-      contacts_->lander->ApplyTorque(static_cast<float>(torque_mag), true);
+      lander()->ApplyTorque(static_cast<float>(torque_mag), true);
     }
 
     // tip: the lander's up direction; side: across it.
-    const double angle = contacts_->lander->GetAngle();
+    const double angle = lander()->GetAngle();
     const double tip0 = std::sin(angle), tip1 = std::cos(angle);
     const double side0 = -tip1, side1 = tip0;
     std::array<double, 2> dispersion;
@@ -285,10 +239,10 @@ class LunarLander {
       const double reach = kMainEngineYLocation / kScale + 2 * dispersion[0];
       const double ox = tip0 * reach + side0 * dispersion[1];
       const double oy = -tip1 * reach - side1 * dispersion[1];
-      const b2Vec2 pos = contacts_->lander->GetPosition();
+      const b2Vec2 pos = lander()->GetPosition();
       const b2Vec2 at = vec(pos.x + ox, pos.y + oy);
-      contacts_->lander->ApplyLinearImpulse(
-          vec(-ox * kMainEnginePower * m_power, -oy * kMainEnginePower * m_power), at, true);
+      lander()->ApplyLinearImpulse(vec(-ox * kMainEnginePower * m_power, -oy * kMainEnginePower * m_power),
+                                   at, true);
     }
 
     double s_power = 0.0;
@@ -305,23 +259,23 @@ class LunarLander {
       const double ox = tip0 * dispersion[0] + side0 * away;
       const double oy = -tip1 * dispersion[0] - side1 * away;
       // gymnasium's 17 (where SIDE_ENGINE_HEIGHT is 14) makes the torque depend on the tilt.
-      const b2Vec2 pos = contacts_->lander->GetPosition();
+      const b2Vec2 pos = lander()->GetPosition();
       const b2Vec2 at = vec(pos.x + ox - tip0 * 17 / kScale, pos.y + oy + tip1 * kSideEngineHeight / kScale);
-      contacts_->lander->ApplyLinearImpulse(
-          vec(-ox * kSideEnginePower * s_power, -oy * kSideEnginePower * s_power), at, true);
+      lander()->ApplyLinearImpulse(vec(-ox * kSideEnginePower * s_power, -oy * kSideEnginePower * s_power),
+                                   at, true);
     }
 
     world_->Step(static_cast<float>(1.0 / kFps), 6 * 30, 2 * 30);
 
-    const b2Vec2 pos = contacts_->lander->GetPosition();
-    const b2Vec2 vel = contacts_->lander->GetLinearVelocity();
+    const b2Vec2 pos = lander()->GetPosition();
+    const b2Vec2 vel = lander()->GetLinearVelocity();
     const double pos_x = pos.x, pos_y = pos.y, vel_x = vel.x, vel_y = vel.y;
     state_ = {(pos_x - kViewportW / kScale / 2) / (kViewportW / kScale / 2),
               (pos_y - (helipad_y_ + kLegDown / kScale)) / (kViewportH / kScale / 2),
               vel_x * (kViewportW / kScale / 2) / kFps,
               vel_y * (kViewportH / kScale / 2) / kFps,
-              static_cast<double>(contacts_->lander->GetAngle()),
-              20.0 * static_cast<double>(contacts_->lander->GetAngularVelocity()) / kFps,
+              static_cast<double>(lander()->GetAngle()),
+              20.0 * static_cast<double>(lander()->GetAngularVelocity()) / kFps,
               contacts_->leg_contact[0] ? 1.0 : 0.0,
               contacts_->leg_contact[1] ? 1.0 : 0.0};
     const std::array<double, 8>& s = state_;
@@ -340,7 +294,7 @@ class LunarLander {
       terminated = true;
       reward = -100;
     }
-    if (!contacts_->lander->IsAwake()) {  // landed and at rest
+    if (!lander()->IsAwake()) {  // landed and at rest
       terminated = true;
       reward = +100;
     }
@@ -363,16 +317,14 @@ class LunarLander {
   double gravity_;
   bool enable_wind_;
   double wind_power_, turbulence_power_;
-  std::unique_ptr<Contacts> contacts_ = std::make_unique<Contacts>();
+  std::unique_ptr<box2d::Contacts> contacts_ = std::make_unique<box2d::Contacts>();
   std::unique_ptr<b2World> world_;  // declared after contacts_: destroyed before it
   double helipad_y_ = 0.0;
   int64_t wind_idx_ = 0, torque_idx_ = 0;
   bool has_prev_shaping_ = false;
   double prev_shaping_ = 0.0;
   std::array<double, 8> state_{};
-  bool failed_ = false;
-  std::unique_ptr<std::mutex> error_mu_ = std::make_unique<std::mutex>();
-  std::string error_;
+  box2d::Guard guard_;
 };
 
 class LunarLanderContinuous : public LunarLander {
