@@ -92,10 +92,14 @@ _CLASSIC = ("CartPole-v0", "CartPole-v1", "Pendulum-v1", "MountainCar-v0",
 _ALIASES = {"phys2d/CartPole-v0": "CartPole-v0", "phys2d/CartPole-v1": "CartPole-v1",
             "TicTacToe3d-v5": "TicTacToe3D-v5", "Taxi-v3": "Taxi-v4",
             "CliffWalking-v0": "CliffWalking-v1",
-            "tabular/CliffWalking-v0": "CliffWalking-v1"}  # EnvPool's name -> aiopool's
+            "tabular/CliffWalking-v0": "CliffWalking-v1",
+            # EnvPool's v2 and v3 landers are one env; aiopool's is gymnasium 1.4's v3.
+            "LunarLander-v2": "LunarLander-v3",
+            "LunarLanderContinuous-v2": "LunarLanderContinuous-v3"}  # EnvPool's name -> aiopool's
 _ENVPOOL_NAME = {"TicTacToe3D-v5": "TicTacToe3d-v5", "Taxi-v4": "Taxi-v3"}
 # Aliases list_all_envs() names beside the ids (EnvPool lists them as task ids too).
-_LISTED_ALIASES = ("phys2d/CartPole-v0", "phys2d/CartPole-v1", "CliffWalking-v0")
+_LISTED_ALIASES = ("phys2d/CartPole-v0", "phys2d/CartPole-v1", "CliffWalking-v0",
+                   "LunarLander-v2", "LunarLanderContinuous-v2")
 # EnvPool's toy-text info keys beside env_id / players / elapsed_step (float32 there).
 _TOY_TEXT_INFO = {"CliffWalking-v1": ("prob",), "CliffWalkingSlippery-v1": ("prob",)}
 
@@ -105,7 +109,9 @@ _REWARD_THRESHOLD = {
     "MountainCarContinuous-v0": 90.0, "Acrobot-v1": -100.0, "FrozenLake-v1": 0.7,
     "FrozenLake8x8-v1": 0.85, "Taxi-v4": 8.0, "Ant-v5": 6000.0,
     "HalfCheetah-v5": 4800.0, "Hopper-v5": 6000.0, "InvertedDoublePendulum-v5": 9100.0,
-    "InvertedPendulum-v5": 950.0, "Pusher-v5": 0.0, "Reacher-v5": -3.75, "Swimmer-v5": 360.0}
+    "InvertedPendulum-v5": 950.0, "Pusher-v5": 0.0, "Reacher-v5": -3.75, "Swimmer-v5": 360.0,
+    "LunarLander-v3": 200.0, "LunarLanderContinuous-v3": 200.0, "BipedalWalker-v3": 300.0,
+    "BipedalWalkerHardcore-v3": 300.0}
 
 # EnvPool's env-specific config keys and defaults, in EnvPool's order.
 _ATARI_KEYS: dict[str, Any] = {
@@ -123,7 +129,8 @@ _CLASSIC_KEYS: dict[str, dict[str, Any]] = {
     # EnvPool's FrozenLake takes size=4 / 8 (gymnasium's map_name "4x4" / "8x8"); its
     # CliffWalking is_slippery is gymnasium's.
     "FrozenLake-v1": {"size": 4}, "FrozenLake8x8-v1": {"size": 8},
-    "CliffWalking-v1": {"is_slippery": False}, "CliffWalkingSlippery-v1": {"is_slippery": True}}
+    "CliffWalking-v1": {"is_slippery": False}, "CliffWalkingSlippery-v1": {"is_slippery": True},
+    "BipedalWalker-v3": {"hardcore": False}, "BipedalWalkerHardcore-v3": {"hardcore": True}}
 _V5 = {"frame_stack": 1, "post_constraint": True}
 _MUJOCO_KEYS: dict[str, dict[str, Any]] = {
     "Ant-v5": {"frame_skip": 5, **_V5, "use_contact_force": True,
@@ -228,10 +235,13 @@ _NOT_PROVIDED = {"ram": "Atari's RAM", "state": "Acrobot's internal state"}
 _INT32_MAX = 2**31 - 1
 
 
+_Family = Literal["classic", "toy_text", "mujoco", "atari", "box2d"]
+
+
 class _Task(NamedTuple):
     envpool_id: str
     native_id: str  # aiopool's id
-    family: Literal["classic", "toy_text", "mujoco", "atari"]
+    family: _Family
 
 
 def list_all_envs() -> list[str]:
@@ -241,14 +251,14 @@ def list_all_envs() -> list[str]:
         alias for alias in _LISTED_ALIASES if _ALIASES[alias] in native]
 
 
-def _family(native_id: str) -> Literal["classic", "toy_text", "mujoco", "atari"] | None:
+def _family(native_id: str) -> _Family | None:
     """Which of EnvPool's families ``native_id`` is in, by aiopool's family of it (registered
     or only declared: a family this build cannot load); None for envs EnvPool lacks."""
     if native_id in _CLASSIC:
         return "classic"
     family = registry.family_of(native_id)
-    if family is not None and family.name in ("toy_text", "mujoco", "atari"):
-        return cast(Literal["toy_text", "mujoco", "atari"], family.name)
+    if family is not None and family.name in ("toy_text", "mujoco", "atari", "box2d"):
+        return cast(_Family, family.name)
     return None
 
 
@@ -278,8 +288,10 @@ def _unknown_task(task_id: str, family: str | None) -> str:
     atari = [i for i in available if _family(_ALIASES.get(i, i)) == "atari"]
     mujoco = sorted(i for i in available if _family(_ALIASES.get(i, i)) == "mujoco")
     toy_text = [i for i in available if _family(_ALIASES.get(i, i)) == "toy_text"]
+    box2d = [i for i in available if _family(_ALIASES.get(i, i)) == "box2d"]
     return (f"aiopool has no env for EnvPool's {task_id!r}{hint}. It has {', '.join(_CLASSIC)}, "
-            f"the toy-text envs {', '.join(toy_text)}, the MuJoCo envs {', '.join(mujoco)} and "
+            f"the toy-text envs {', '.join(toy_text)}, the Box2D envs {', '.join(box2d)}, the "
+            f"MuJoCo envs {', '.join(mujoco)} and "
             f"{len(atari)} Atari games "
             f"({', '.join(atari[:3])}, ...); envpool.list_all_envs() lists them all")
 
