@@ -6,8 +6,9 @@
 // b2World at each reset (gymnasium's workaround for its issue #728), the terrain, lander and
 // legs built as pybox2d builds them (a body, then its fixtures; polygon vertices through
 // b2PolygonShape::Set; a revolute joint's reference angle from its bodies' angles, as
-// pybox2d's joint definition sets it), the same contact listener, and every number that crosses into Box2D
-// computed in double as Python computes it, then rounded to float32 as pybox2d's b2Vec2 rounds it.
+// pybox2d's joint definition sets it), the same contact listener, and every number that
+// crosses into Box2D computed in double as Python computes it, then rounded to float32 as
+// pybox2d's b2Vec2 rounds it.
 // The observation and reward are computed in double from Box2D's float32 state, as Python does.
 // A reset draws the terrain (12 uniforms), the initial force (2), the wind phases (2 integers,
 // with enable_wind) and then takes gymnasium's own first step (action 0), which draws 2 more.
@@ -91,16 +92,6 @@ class LunarLander {
   void write(Row& row) const {
     float* obs = row.obs_as<float>();
     for (std::size_t k = 0; k < state_.size(); ++k) obs[k] = static_cast<float>(state_[k]);
-  }
-
-  // Each body's position, angle, velocity and angular velocity (lander, left leg, right leg).
-  std::vector<double> render_state() const {
-    std::vector<double> out;
-    for (const b2Body* b : {lander(), contacts_->legs[0], contacts_->legs[1]}) {
-      const b2Vec2 p = b->GetPosition(), v = b->GetLinearVelocity();
-      out.insert(out.end(), {p.x, p.y, b->GetAngle(), v.x, v.y, b->GetAngularVelocity()});
-    }
-    return out;
   }
 
   // A failed Box2D assertion in the last step or reset (box2d::Guard), and its text.
