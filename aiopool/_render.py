@@ -17,6 +17,7 @@ A frame is only taken of an env with no step in flight (its last received row's 
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -76,6 +77,36 @@ def _taxi(env: Any, s: Sequence[float]) -> None:
     env.lastaction = None  # render() would turn the heading to it otherwise
 
 
+def _lunar_lander(env: Any, s: Sequence[float]) -> None:
+    """The terrain, the lander's and legs' transforms and the particles (render_state() in
+    lunar_lander.h), set into gymnasium's env, whose render() then ages the particles as the
+    native env has."""
+    from Box2D.b2 import circleShape, fixtureDef
+    from gymnasium.envs.box2d.lunar_lander import SCALE, VIEWPORT_H
+
+    if env.lander is None:
+        env.reset(seed=0)  # its bodies, whose transforms are set below
+    env.helipad_x1, env.helipad_x2, env.helipad_y = s[0], s[1], s[2]
+    points = [(s[3 + 2 * i], s[4 + 2 * i]) for i in range(11)]
+    top = VIEWPORT_H / SCALE
+    env.sky_polys = [[p1, p2, (p2[0], top), (p1[0], top)]
+                     for p1, p2 in itertools.pairwise(points)]
+    at = 25
+    for body in (env.lander, *env.legs):
+        body.position = (s[at], s[at + 1])
+        body.angle = s[at + 2]
+        at += 3
+    for particle in env.particles:
+        env.world.DestroyBody(particle)
+    env.particles = []
+    for k in range(at, len(s), 4):
+        particle = env.world.CreateDynamicBody(
+            position=(s[k], s[k + 1]), angle=s[k + 2],
+            fixtures=fixtureDef(shape=circleShape(radius=2 / SCALE, pos=(0, 0))))
+        particle.ttl = s[k + 3]
+        env.particles.append(particle)
+
+
 # gymnasium's env classes by name, and how each takes the state its render() reads.
 _SETTERS: dict[str, Callable[[Any, Sequence[float]], None]] = {
     "CartPoleEnv": _cart_pole,
@@ -86,7 +117,21 @@ _SETTERS: dict[str, Callable[[Any, Sequence[float]], None]] = {
     "FrozenLakeEnv": _frozen_lake,
     "CliffWalkingEnv": _cliff_walking,
     "TaxiEnv": _taxi,
+    "LunarLander": _lunar_lander,
 }
+
+
+def draws(env_id: str) -> bool:
+    """Whether gymnasium's env of ``env_id`` can draw a native env's frames here: a class this
+    module can hand the state to, or a MuJoCo env (its whole mjData)."""
+    import gymnasium as gym
+
+    try:
+        entry = str(gym.spec(env_id).entry_point)
+    except gym.error.Error:  # not gymnasium's (Counting-v0)
+        return False
+    module, _, name = entry.partition(":")
+    return name in _SETTERS or module.startswith("gymnasium.envs.mujoco.")
 
 
 def _headless() -> bool:

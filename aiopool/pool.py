@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import enum
 import math
 import os
@@ -529,10 +530,12 @@ class Pool:
         self._native.close()
         executor, self._render_executor = self._render_executor, None
         if self._renderer is not None:
-            if executor is not None:  # its GL context is current on the render thread
-                executor.submit(self._renderer.close).result()
-            else:
+            if executor is None:
                 self._renderer.close()
+            else:  # its GL context is current on the render thread
+                # At interpreter exit the executor's thread takes no more work: leave it.
+                with contextlib.suppress(RuntimeError):
+                    executor.submit(self._renderer.close).result()
         if executor is not None:
             executor.shutdown(wait=True)
 

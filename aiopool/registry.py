@@ -16,7 +16,7 @@ import numpy as np
 
 from ._native import _core  # the engine and the envs that need no simulator (core_module.cc)
 from ._native.families import CLASSIC_CONTROL, FAMILIES, NativeFamily
-from ._render import check_render_mode, python_renderer
+from ._render import check_render_mode, draws, python_renderer
 from .pool import Pool
 from .spec import EnvSpec
 
@@ -197,10 +197,16 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
     family, module = _native_for(env_id)
     # gymnasium's rendering kwargs (MuJoCo's width, camera_id, ...): they go to the renderer.
     render_kwargs = {k: env_kwargs.pop(k) for k in family.render_kwargs if k in env_kwargs}
-    if render_mode is not None and family.renders is None:
-        raise ValueError(f"render_mode={render_mode!r}: aiopool's {family.title} envs do not "
-                         f"render yet; render {env_id} with gymnasium.make(..., "
-                         "render_mode='rgb_array')")
+    for key in family.render_config & env_kwargs.keys():
+        raise TypeError(f"{env_id}: {key} is not a kwarg of gymnasium's env; render_mode="
+                        "'rgb_array' sets it")
+    renders = family.renders if family.renders != "python" or draws(env_id) else None
+    if render_mode is not None and renders is None:
+        raise ValueError(f"render_mode={render_mode!r}: aiopool's {env_id} does not render "
+                         f"yet; render it with gymnasium.make(..., render_mode='rgb_array')")
+    declared = {name for name, _, _ in module.env_config(env_id)[0]}
+    if render_mode is not None:
+        env_kwargs.update({key: True for key in family.render_config & declared})
     batch_size = num_envs if batch_size is None else batch_size
     if batch_size > num_envs:
         raise ValueError(f"batch_size ({batch_size}) must not exceed num_envs ({num_envs})")
@@ -231,12 +237,12 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
         max_spinners))
     spec = EnvSpec.from_native(env_id, native.spec, config, family=family.name,
                                finite_actions=family.finite_actions,
-                               renders=family.renders is not None, render_mode=render_mode)
+                               renders=renders is not None, render_mode=render_mode)
     renderer = None
-    if render_mode is not None and family.renders == "python":
+    if render_mode is not None and renders == "python":
         renderer = python_renderer(env_id, {
             **{k: list(v) if kinds[k] == "lines" and v is not None else v
-               for k, v in config.items()}, **render_kwargs})
+               for k, v in config.items() if k not in family.render_config}, **render_kwargs})
     return Pool(native, spec, seed=seed, autoreset=autoreset, recv_spin_us=recv_spin_us,
                 renderer=renderer)
 
@@ -332,7 +338,9 @@ def _config(module: ModuleType, env_id: str,
     """The env's kwargs with defaults filled in, and each one's kind."""
     keys, _ = module.env_config(env_id)
     valid = {name: (kind, default) for name, kind, default in keys}
-    names = ", ".join(valid) or "none"
+    family = family_of(env_id)
+    hidden = family.render_config if family is not None else frozenset()
+    names = ", ".join(k for k in valid if k not in hidden) or "none"
     config: dict[str, Any] = {}
     for name, (kind, default) in valid.items():
         config[name] = _default(kind, default)
@@ -340,7 +348,6 @@ def _config(module: ModuleType, env_id: str,
         if name not in valid:
             why = ""
             if name in _RENDER_KWARGS:
-                family = family_of(env_id)
                 why = (f" (a rendering kwarg: {env_id} renders with render_mode='rgb_array' "
                        "only)" if family is not None and family.renders else
                        " (a rendering kwarg: these envs do not render yet)")

@@ -35,7 +35,7 @@ from aiopool import registry
 
 NUM_ENVS = 4
 STEPS = 1000
-FRAMES = 250  # per case: 1,500 frames of classic control, 2,250 of toy text
+FRAMES = 250  # per case: 1,500 frames of classic control, 2,250 of toy text, 1,000 of LunarLander
 MODES = ["next_step", "same_step", "disabled"]
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*CartPole-v0 is out of date")

@@ -5,6 +5,9 @@ and toy text: tests/test_parity_classic_control.py; Atari: tests/test_parity_ata
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +66,16 @@ def test_bad_render_modes_and_families_that_cannot_render_say_so() -> None:
         aiopool.make("CartPole-v1", backend="processes", render_mode="rgb_array")
     with pytest.raises(TypeError, match="rendering kwarg"):
         aiopool.make("Pong-v5", width=84)  # MuJoCo's, not Atari's
+    with pytest.raises(ValueError, match="BipedalWalker-v3 does not render yet"):
+        aiopool.make("BipedalWalker-v3", render_mode="rgb_array")
+    with aiopool.make("BipedalWalker-v3") as pool:
+        assert not pool.spec.renders
+    with aiopool.make("LunarLander-v3") as pool:
+        assert pool.spec.renders and pool.spec.config["particles"] is False
+    with aiopool.make("LunarLander-v3", render_mode="rgb_array") as pool:
+        assert pool.spec.config["particles"] is True  # the decoration gymnasium's env draws
+    with pytest.raises(TypeError, match="particles is not a kwarg of gymnasium's env"):
+        aiopool.make("LunarLander-v3", particles=True)
 
 
 def test_mujoco_renders_gymnasiums_default_frame_size_and_takes_its_rendering_kwargs() -> None:
@@ -202,3 +215,16 @@ async def test_arender_draws_off_the_loop_and_equals_render() -> None:
         assert np.array_equal((await pool.arender([1]))[0], frames[1])
     with pytest.raises(aiopool.PoolClosed):
         await pool.arender()
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "LunarLander-v3"])
+def test_a_rendering_pool_left_open_at_exit_closes_quietly(env_id: str) -> None:
+    """The pool's atexit close runs after the interpreter has stopped its executors' threads
+    taking work: it must not raise (the renderer's thread is not asked to close it then)."""
+    code = (f"import aiopool\npool = aiopool.make({env_id!r}, num_envs=1, seed=0, "
+            "render_mode='rgb_array')\npool.async_reset()\npool.recv_blocking()\n"
+            "assert pool.render().shape[0] == 1\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "SDL_VIDEODRIVER": "dummy"})
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr

@@ -22,7 +22,8 @@
 // The first renders in C++ (Atari: the screen ale-py's env.render() gives); the others hand
 // the state the reference's own drawing code reads (classic control's `state`, toy text's `s`,
 // MuJoCo's whole mjData) to the family's Python renderer (aiopool/_render.py), so frames are
-// the reference's own.
+// the reference's own. render_state() may be non-const where the reference's render() changes
+// the env (LunarLander's decorative particles age and die as they are drawn).
 //
 // Registering it is one line (see registry.h), naming gymnasium's time limit:
 //   AIOPOOL_REGISTER_ENV("MyEnv-v0", MyEnv, 500);

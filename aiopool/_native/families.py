@@ -44,6 +44,9 @@ class NativeFamily:
             (``make`` says so).
         render_kwargs: gymnasium's rendering kwargs of its envs (MuJoCo's ``width``, ...),
             which ``make`` takes and hands to the renderer.
+        render_config: native config keys ``make`` sets when it renders, for the envs that
+            declare them, and keeps from the user and the reference (LunarLander's
+            ``particles``: it simulates the decoration gymnasium's env adds when it renders).
         preload: run before the import; raises ImportError saying what is missing.
         not_built: why the module is missing when the build left it out on purpose.
     """
@@ -56,6 +59,7 @@ class NativeFamily:
     finite_actions: bool = True
     renders: str | None = None
     render_kwargs: frozenset[str] = frozenset()
+    render_config: frozenset[str] = frozenset()
     preload: Callable[[], None] | None = None
     not_built: str | None = None
 
@@ -122,6 +126,7 @@ BOX2D = NativeFamily(
     name="box2d", title="Box2D", module="_box2d",
     ids=frozenset({"LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3",
                    "BipedalWalkerHardcore-v3"}),
+    renders="python", render_config=frozenset({"particles"}),
     not_built="this aiopool was built without Box2D (-DAIOPOOL_WITH_BOX2D=OFF, or the build "
               "could not fetch the box2d-py 2.3.8 sdist; its log says why). Reinstall with access "
               "to PyPI, or pass an unpacked sdist: pip install -e . "

@@ -66,8 +66,9 @@ class Runner {
   // The env's current frame into `rgb` (EnvSpec::render_shape bytes), where the env renders in
   // C++; false otherwise. Only for an env nobody steps meanwhile (Pool::render checks).
   virtual bool render(int, uint8_t*) const { return false; }
-  // The state a Python renderer draws from (see env.h), or empty.
-  virtual std::vector<double> render_state(int) const { return {}; }
+  // The state a Python renderer draws from (see env.h), or empty. Drawing may change the env
+  // where the reference's render() does (LunarLander's particles age): the pool claims it.
+  virtual std::vector<double> render_state(int) { return {}; }
   // The simulator's state into a Python renderer's own (see env.h); false where there is none.
   virtual bool export_data(int, void*) const { return false; }
   Orders orders;
@@ -117,8 +118,8 @@ class EnvRunner final : public Runner {
     return false;
   }
 
-  std::vector<double> render_state(int id) const override {
-    if constexpr (requires(const E& e) { e.render_state(); })
+  std::vector<double> render_state(int id) override {
+    if constexpr (requires(E& e) { e.render_state(); })
       return states_[static_cast<std::size_t>(id)].env.render_state();
     return {};
   }

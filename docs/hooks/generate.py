@@ -81,7 +81,9 @@ FAMILIES: dict[str, dict[str, str]] = {
                   "`continuous`, `gravity`, `enable_wind`, `wind_power`, `turbulence_power`; "
                   "BipedalWalker's `hardcore`), landings, crashes and falls included",
         "test": "tests/test_parity_classic_control.py",
-        "frames": "not yet",
+        "frames": "gymnasium's own pygame drawing of the env's state, LunarLander's engine "
+                  "particles included (`pip install -e \".[render]\"`); BipedalWalker does not "
+                  "render yet",
     },
 }
 # Envs with no reference implementation.
@@ -138,7 +140,10 @@ def catalogue() -> str:
         with aiopool.make(env_id, num_envs=1, num_threads=1) as pool:
             spec = pool.spec
         keys, _ = registry._module_for(env_id).env_config(env_id)
-        by_family[spec.family or ""].append((env_id, spec, list(keys)))
+        family = registry.family_of(env_id)
+        hidden = family.render_config if family is not None else frozenset()  # set by make
+        by_family[spec.family or ""].append((env_id, spec, [k for k in keys
+                                                             if k[0] not in hidden]))
 
     frames_dir = Path(__file__).resolve().parents[1] / FRAMES
     total = sum(len(v) for v in by_family.values())

@@ -12,12 +12,16 @@
 // The observation and reward are computed in double from Box2D's float32 state, as Python does.
 // A reset draws the terrain (12 uniforms), the initial force (2), the wind phases (2 integers,
 // with enable_wind) and then takes gymnasium's own first step (action 0), which draws 2 more.
-// The particles gymnasium adds when it renders are decoration and not simulated here.
+// The particles gymnasium's env adds when it renders (render_mode set) are decoration: they
+// never touch the lander. With `particles` (which make() sets with render_mode) they are
+// simulated as gymnasium simulates them, and age as its render() ages them (render_state()),
+// so frames are gymnasium's.
 #pragma once
 
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -41,7 +45,8 @@ class LunarLander {
             {"gravity", ConfigKey::Kind::kFloat, -10.0},
             {"enable_wind", ConfigKey::Kind::kBool, 0.0},
             {"wind_power", ConfigKey::Kind::kFloat, 15.0},
-            {"turbulence_power", ConfigKey::Kind::kFloat, 1.5}};
+            {"turbulence_power", ConfigKey::Kind::kFloat, 1.5},
+            {"particles", ConfigKey::Kind::kBool, 0.0}};
   }
   static std::vector<ConfigKey> config_keys() { return keys(false); }
 
@@ -69,7 +74,8 @@ class LunarLander {
         gravity_(config.get("gravity")),
         enable_wind_(config.get_bool("enable_wind")),
         wind_power_(config.get("wind_power")),
-        turbulence_power_(config.get("turbulence_power")) {}
+        turbulence_power_(config.get("turbulence_power")),
+        particles_on_(config.get_bool("particles")) {}
 
   void reset(Rng& rng) {
     guard_.clear();
@@ -94,6 +100,21 @@ class LunarLander {
     for (std::size_t k = 0; k < state_.size(); ++k) obs[k] = static_cast<float>(state_[k]);
   }
 
+  // What gymnasium's render() draws, after it has aged the particles as that render() does:
+  // [helipad_x1, helipad_x2, helipad_y, the terrain's 11 (x, y), then per body (lander, leg,
+  // leg) x, y, angle, then per particle x, y, angle, ttl (the ttl before this render's aging)].
+  std::vector<double> render_state() {
+    std::vector<double> out = {chunk_x_[kChunks / 2 - 1], chunk_x_[kChunks / 2 + 1], helipad_y_};
+    for (int i = 0; i < kChunks; ++i) out.insert(out.end(), {chunk_x_[i], smooth_y_[i]});
+    for (const b2Body* b : {lander(), contacts_->legs[0], contacts_->legs[1]})
+      out.insert(out.end(), {b->GetPosition().x, b->GetPosition().y, b->GetAngle()});
+    for (const Particle& p : particles_)
+      out.insert(out.end(), {p.body->GetPosition().x, p.body->GetPosition().y, p.body->GetAngle(), p.ttl});
+    for (Particle& p : particles_) p.ttl -= 0.15;  // render(): obj.ttl -= 0.15
+    guard_([&] { clean_particles(false); });
+    return out;
+  }
+
   // A failed Box2D assertion in the last step or reset (box2d::Guard), and its text.
   bool failed() const { return guard_.failed(); }
   std::string error() const { return guard_.error(); }
@@ -103,6 +124,7 @@ class LunarLander {
 
   // gymnasium's reset: a new world, the terrain, the lander and its legs, then step(0).
   void build(Rng& rng) {
+    particles_.clear();  // gymnasium destroys them; the new world replaces the old
     world_ = std::make_unique<b2World>(vec(0.0, gravity_));
     *contacts_ = box2d::Contacts();
     world_->SetContactListener(contacts_.get());
@@ -112,7 +134,8 @@ class LunarLander {
     const double w = kViewportW / kScale, h = kViewportH / kScale;
     std::array<double, kChunks + 1> height;
     for (double& y : height) y = rng.uniform(0, h / 2);
-    std::array<double, kChunks> chunk_x, smooth_y;
+    std::array<double, kChunks>& chunk_x = chunk_x_;
+    std::array<double, kChunks>& smooth_y = smooth_y_;
     for (int i = 0; i < kChunks; ++i) chunk_x[i] = w / (kChunks - 1) * i;
     helipad_y_ = h / 4;
     for (int i = kChunks / 2 - 2; i <= kChunks / 2 + 2; ++i) height[i] = helipad_y_;
@@ -202,6 +225,37 @@ class LunarLander {
     return def;
   }
 
+  // gymnasium's _create_particle: a small ball that collides with the ground only.
+  b2Body* create_particle(double mass, double x, double y, double ttl) {
+    b2BodyDef def;
+    def.type = b2_dynamicBody;
+    def.position = vec(x, y);
+    def.angle = 0.0f;
+    b2Body* body = world_->CreateBody(&def);
+    b2CircleShape ball;
+    ball.m_radius = static_cast<float>(2 / kScale);
+    ball.m_p = vec(0, 0);
+    b2FixtureDef fd;
+    fd.shape = &ball;
+    fd.density = static_cast<float>(mass);
+    fd.friction = 0.1f;
+    fd.filter.categoryBits = 0x0100;
+    fd.filter.maskBits = 0x001;  // collide only with the ground
+    fd.restitution = 0.3f;
+    body->CreateFixture(&fd);
+    particles_.push_back({body, ttl});
+    clean_particles(false);
+    return body;
+  }
+
+  // gymnasium's _clean_particles: the oldest particles while their ttl is below 0, or all.
+  void clean_particles(bool all) {
+    while (!particles_.empty() && (all || particles_.front().ttl < 0)) {
+      world_->DestroyBody(particles_.front().body);
+      particles_.pop_front();
+    }
+  }
+
   // gymnasium's step: wind, the engines' impulses, one Box2D step, the state and the reward.
   // `discrete` is the Discrete(4) action, or -1 with the continuous (main, lateral) in [-1, 1].
   StepResult advance(double main, double lateral, int64_t discrete, Rng& rng) {
@@ -231,7 +285,12 @@ class LunarLander {
       const double ox = tip0 * reach + side0 * dispersion[1];
       const double oy = -tip1 * reach - side1 * dispersion[1];
       const b2Vec2 pos = lander()->GetPosition();
-      const b2Vec2 at = vec(pos.x + ox, pos.y + oy);
+      const double at_x = pos.x + ox, at_y = pos.y + oy;
+      const b2Vec2 at = vec(at_x, at_y);
+      if (particles_on_)  // 3.5: a particle speed that looks right
+        create_particle(3.5, at_x, at_y, m_power)
+            ->ApplyLinearImpulse(vec(ox * kMainEnginePower * m_power, oy * kMainEnginePower * m_power), at,
+                                 true);
       lander()->ApplyLinearImpulse(vec(-ox * kMainEnginePower * m_power, -oy * kMainEnginePower * m_power),
                                    at, true);
     }
@@ -251,7 +310,13 @@ class LunarLander {
       const double oy = -tip1 * dispersion[0] - side1 * away;
       // gymnasium's 17 (where SIDE_ENGINE_HEIGHT is 14) makes the torque depend on the tilt.
       const b2Vec2 pos = lander()->GetPosition();
-      const b2Vec2 at = vec(pos.x + ox - tip0 * 17 / kScale, pos.y + oy + tip1 * kSideEngineHeight / kScale);
+      const double at_x = pos.x + ox - tip0 * 17 / kScale,
+                   at_y = pos.y + oy + tip1 * kSideEngineHeight / kScale;
+      const b2Vec2 at = vec(at_x, at_y);
+      if (particles_on_)
+        create_particle(0.7, at_x, at_y, s_power)
+            ->ApplyLinearImpulse(vec(ox * kSideEnginePower * s_power, oy * kSideEnginePower * s_power), at,
+                                 true);
       lander()->ApplyLinearImpulse(vec(-ox * kSideEnginePower * s_power, -oy * kSideEnginePower * s_power),
                                    at, true);
     }
@@ -311,6 +376,13 @@ class LunarLander {
   std::unique_ptr<box2d::Contacts> contacts_ = std::make_unique<box2d::Contacts>();
   std::unique_ptr<b2World> world_;  // declared after contacts_: destroyed before it
   double helipad_y_ = 0.0;
+  std::array<double, kChunks> chunk_x_{}, smooth_y_{};  // the terrain's points
+  bool particles_on_;
+  struct Particle {
+    b2Body* body;
+    double ttl;  // gymnasium's p.ttl: the engine's power, less 0.15 per frame drawn
+  };
+  std::deque<Particle> particles_;
   int64_t wind_idx_ = 0, torque_idx_ = 0;
   bool has_prev_shaping_ = false;
   double prev_shaping_ = 0.0;
