@@ -68,6 +68,18 @@ def family_of(env_id: str) -> NativeFamily | None:
     return _lookup(env_id)[0]
 
 
+def _renders(family: NativeFamily, env_id: str) -> str | None:
+    """How ``env_id`` renders: its family's way, where gymnasium's env can draw it."""
+    return family.renders if family.renders != "python" or draws(env_id) else None
+
+
+def renders(env_id: str) -> bool:
+    """Whether ``make(env_id, render_mode="rgb_array")`` renders (as a pool's ``spec.renders``
+    says for a pool already made)."""
+    family = family_of(env_id)
+    return family is not None and _renders(family, env_id) is not None
+
+
 def _module_for(env_id: str) -> ModuleType:
     return _native_for(env_id)[1]
 
@@ -200,7 +212,7 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
     for key in family.render_config & env_kwargs.keys():
         raise TypeError(f"{env_id}: {key} is not a kwarg of gymnasium's env; render_mode="
                         "'rgb_array' sets it")
-    renders = family.renders if family.renders != "python" or draws(env_id) else None
+    renders = _renders(family, env_id)
     if render_mode is not None and renders is None:
         raise ValueError(f"render_mode={render_mode!r}: aiopool's {env_id} does not render "
                          f"yet; render it with gymnasium.make(..., render_mode='rgb_array')")

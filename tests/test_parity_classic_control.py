@@ -237,8 +237,8 @@ async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any
     seed = 2024
     # Frames once per case: on asyncio's loop (the loop changes nothing a frame shows).
     on_uvloop = type(asyncio.get_running_loop()).__module__.startswith("uvloop")
-    renders = registry.family_of(env_id).renders  # type: ignore[union-attr]
-    render_mode = "rgb_array" if mode == "next_step" and not on_uvloop and renders else None
+    render_mode = ("rgb_array" if mode == "next_step" and not on_uvloop
+                   and registry.renders(env_id) else None)
     ref = Reference(env_id, kwargs, seed, mode, render_mode)
     if isinstance(policy, Greedy):
         policy = policy.bound(ref.envs)
