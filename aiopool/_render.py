@@ -107,6 +107,68 @@ def _lunar_lander(env: Any, s: Sequence[float]) -> None:
         env.particles.append(particle)
 
 
+def _bipedal_walker(env: Any, s: Sequence[float]) -> None:
+    """The view, the lidar, the bodies' transforms, the clouds and the terrain
+    (render_state() in bipedal_walker.h), set into gymnasium's env; the terrain's bodies are
+    made again, as gymnasium makes them, when they change."""
+    from gymnasium.envs.box2d import bipedal_walker as bw
+
+    if env.hull is None:
+        env.reset(seed=0)  # its walker's bodies and lidar callbacks
+    env.scroll = s[0]
+    env.lidar_render = int(s[1]) - 1  # render() counts this frame
+    for i, lidar in enumerate(env.lidar):
+        lidar.p1 = (s[2], s[3])
+        lidar.p2 = (s[4 + 2 * i], s[5 + 2 * i])
+    at = 24
+    for body in (*env.legs, env.hull):
+        body.position = (s[at], s[at + 1])
+        body.angle = s[at + 2]
+        at += 3
+    clouds, at = s[at:at + 110], at + 110
+    env.cloud_poly = []
+    for c in range(bw.TERRAIN_LENGTH // 20):  # _generate_clouds, from its draws
+        x = clouds[11 * c] * bw.TERRAIN_STEP
+        y = bw.VIEWPORT_H / bw.SCALE * 3 / 4
+        poly = [(x + 15 * bw.TERRAIN_STEP * math.sin(3.14 * 2 * a / 5) + clouds[11 * c + 1 + 2 * a],
+                 y + 5 * bw.TERRAIN_STEP * math.cos(3.14 * 2 * a / 5) + clouds[11 * c + 2 + 2 * a])
+                for a in range(5)]
+        env.cloud_poly.append((poly, min(p[0] for p in poly), max(p[0] for p in poly)))
+    terrain = tuple(s[at:])
+    if getattr(env, "_aiopool_terrain", None) != terrain:
+        _walker_terrain(env, terrain)
+
+
+def _walker_terrain(env: Any, terrain: tuple[float, ...]) -> None:
+    """gymnasium's terrain bodies and polygons, made from their points as _generate_terrain
+    makes them."""
+    from gymnasium.envs.box2d import bipedal_walker as bw
+
+    for body in env.terrain:
+        env.world.DestroyBody(body)
+    n = bw.TERRAIN_LENGTH
+    env.terrain_x, env.terrain_y = list(terrain[:n]), list(terrain[n:2 * n])
+    env.terrain = []
+    for k in range(2 * n, len(terrain), 8):
+        env.fd_polygon.shape.vertices = [(terrain[k + 2 * j], terrain[k + 2 * j + 1])
+                                         for j in range(4)]
+        body = env.world.CreateStaticBody(fixtures=env.fd_polygon)
+        body.color1, body.color2 = (255, 255, 255), (153, 153, 153)
+        env.terrain.append(body)
+    env.terrain_poly = []
+    for i in range(n - 1):
+        poly = [(env.terrain_x[i], env.terrain_y[i]), (env.terrain_x[i + 1], env.terrain_y[i + 1])]
+        env.fd_edge.shape.vertices = poly
+        body = env.world.CreateStaticBody(fixtures=env.fd_edge)
+        body.color1 = body.color2 = (76, 255 if i % 2 == 0 else 204, 76)
+        env.terrain.append(body)
+        poly += [(poly[1][0], 0), (poly[0][0], 0)]
+        env.terrain_poly.append((poly, (102, 153, 76)))
+    env.terrain.reverse()
+    env.drawlist = env.terrain + env.legs + [env.hull]
+    env._aiopool_terrain = terrain
+
+
 # gymnasium's env classes by name, and how each takes the state its render() reads.
 _SETTERS: dict[str, Callable[[Any, Sequence[float]], None]] = {
     "CartPoleEnv": _cart_pole,
@@ -118,6 +180,7 @@ _SETTERS: dict[str, Callable[[Any, Sequence[float]], None]] = {
     "CliffWalkingEnv": _cliff_walking,
     "TaxiEnv": _taxi,
     "LunarLander": _lunar_lander,
+    "BipedalWalker": _bipedal_walker,
 }
 
 

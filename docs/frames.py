@@ -15,7 +15,7 @@ import aiopool
 
 IDS = {"CartPole-v1": {}, "Acrobot-v1": {}, "FrozenLake8x8-v1": {}, "Taxi-v4": {},
        "HalfCheetah-v5": {"width": 320, "height": 240}, "Ant-v5": {"width": 320, "height": 240},
-       "Pong-v5": {}, "Breakout-v5": {}, "LunarLander-v3": {}}
+       "Pong-v5": {}, "Breakout-v5": {}, "LunarLander-v3": {}, "BipedalWalkerHardcore-v3": {}}
 
 
 def main() -> None:

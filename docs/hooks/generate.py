@@ -82,8 +82,8 @@ FAMILIES: dict[str, dict[str, str]] = {
                   "BipedalWalker's `hardcore`), landings, crashes and falls included",
         "test": "tests/test_parity_classic_control.py",
         "frames": "gymnasium's own pygame drawing of the env's state, LunarLander's engine "
-                  "particles included (`pip install -e \".[render]\"`); BipedalWalker does not "
-                  "render yet",
+                  "particles and BipedalWalker's terrain, clouds and lidar included "
+                  "(`pip install -e \".[render]\"`)",
     },
 }
 # Envs with no reference implementation.

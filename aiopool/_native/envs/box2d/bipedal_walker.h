@@ -10,7 +10,7 @@
 //   np.float32 is an np.float32, and so is a Python float minus one), and the observation's lidar
 //   keeps the closest hit of each ray, as pybox2d's ray-cast callback does.
 // A reset draws the terrain (uniforms, and in hardcore mode its obstacles' integers), the
-// clouds gymnasium draws for rendering (110 uniforms, drawn and not kept), the hull's push, and
+// clouds gymnasium draws for rendering (110 uniforms, kept for the frames), the hull's push, and
 // takes gymnasium's own first step (actions 0).
 #pragma once
 
@@ -76,19 +76,44 @@ class BipedalWalker {
     for (std::size_t k = 0; k < state_.size(); ++k) obs[k] = static_cast<float>(state_[k]);
   }
 
+  // What gymnasium's render() draws, after counting this frame as that render() does (its
+  // lidar_render): [scroll, lidar_render, the hull's position (the rays' start), the 10 rays'
+  // ends, per body (leg, lower leg, leg, lower leg, hull) x, y, angle, the clouds' 110 draws,
+  // the terrain's 200 x then 200 y, then per obstacle its 4 (x, y)].
+  std::vector<double> render_state() {
+    lidar_render_ = (lidar_render_ + 1) % 100;
+    const b2Vec2 pos = contacts_->body->GetPosition();
+    std::vector<double> out = {scroll_, static_cast<double>(lidar_render_), pos.x, pos.y};
+    for (const auto& p2 : lidar_p2_) out.insert(out.end(), p2.begin(), p2.end());
+    for (const b2Body* b :
+         std::array<const b2Body*, 5>{legs_[0], legs_[1], legs_[2], legs_[3], contacts_->body})
+      out.insert(out.end(), {b->GetPosition().x, b->GetPosition().y, b->GetAngle()});
+    out.insert(out.end(), clouds_.begin(), clouds_.end());
+    out.insert(out.end(), terrain_x_.begin(), terrain_x_.end());
+    out.insert(out.end(), terrain_y_.begin(), terrain_y_.end());
+    for (const auto& poly : obstacles_)
+      for (const auto& p : poly) out.insert(out.end(), p.begin(), p.end());
+    return out;
+  }
+
   // A failed Box2D assertion in the last step or reset (box2d::Guard), and its text.
   bool failed() const { return guard_.failed(); }
   std::string error() const { return guard_.error(); }
 
  private:
-  // gymnasium's LidarCallback: each ray keeps the closest fixture of the ground's category.
+  // gymnasium's LidarCallback: each ray keeps the closest fixture of the ground's category,
+  // and the point it hit (which render() draws the ray to).
   struct Lidar : b2RayCastCallback {
-    float32 ReportFixture(b2Fixture* fixture, const b2Vec2&, const b2Vec2&, float32 f) override {
+    float32 ReportFixture(b2Fixture* fixture, const b2Vec2& at, const b2Vec2&, float32 f) override {
       if ((fixture->GetFilterData().categoryBits & 1) == 0) return -1;
+      point = at;
+      hit = true;
       fraction = f;
       return f;
     }
     float32 fraction = 1.0f;
+    bool hit = false;
+    b2Vec2 point;
   };
 
   struct Shapes {
@@ -117,6 +142,7 @@ class BipedalWalker {
   }
 
   b2Body* polygon(const std::array<std::array<double, 2>, 4>& poly) {
+    obstacles_.push_back(poly);
     b2Vec2 v[4];
     for (int k = 0; k < 4; ++k) v[k] = box2d::vec(poly[k][0], poly[k][1]);
     b2PolygonShape shape;
@@ -126,6 +152,7 @@ class BipedalWalker {
 
   // gymnasium's _destroy: the terrain (in reverse order of creation), the hull, the legs.
   void destroy() {
+    obstacles_.clear();
     if (terrain_.empty()) return;
     world_->SetContactListener(nullptr);
     for (auto it = terrain_.rbegin(); it != terrain_.rend(); ++it) world_->DestroyBody(*it);
@@ -142,7 +169,10 @@ class BipedalWalker {
     has_prev_shaping_ = false;
 
     generate_terrain(rng);
-    for (int k = 0; k < kTerrainLength / 20 * 11; ++k) rng.uniform(0, 1);  // the clouds
+    // gymnasium's _generate_clouds: per cloud, its x, then each of 5 points' two offsets.
+    for (std::size_t k = 0; k < clouds_.size(); ++k)
+      clouds_[k] = k % 11 == 0 ? rng.uniform(0, kTerrainLength) : rng.uniform(0, 5 * kTerrainStep);
+    lidar_render_ = 0;
 
     const double init_x = kTerrainStep * kTerrainStartpad / 2;
     const double init_y = kTerrainHeight + 2 * kLegH;
@@ -204,7 +234,8 @@ class BipedalWalker {
     double velocity = 0.0, y = kTerrainHeight, original_y = 0;
     int64_t counter = kTerrainStartpad, stair_steps = 0, stair_width = 0, stair_height = 0;
     bool oneshot = false;
-    std::array<double, kTerrainLength> xs, ys;
+    std::array<double, kTerrainLength>& xs = terrain_x_;
+    std::array<double, kTerrainLength>& ys = terrain_y_;
     const double ts = kTerrainStep;
     for (int i = 0; i < kTerrainLength; ++i) {
       const double x = i * ts;
@@ -284,9 +315,10 @@ class BipedalWalker {
     std::array<float, 10> lidar;
     for (int i = 0; i < 10; ++i) {
       Lidar ray;
-      const b2Vec2 p2 = box2d::vec(pos.x + std::sin(1.5 * i / 10.0) * kLidarRange,
-                                   pos.y - std::cos(1.5 * i / 10.0) * kLidarRange);
-      world_->RayCast(&ray, pos, p2);
+      lidar_p2_[i] = {pos.x + std::sin(1.5 * i / 10.0) * kLidarRange,
+                      pos.y - std::cos(1.5 * i / 10.0) * kLidarRange};
+      world_->RayCast(&ray, pos, box2d::vec(lidar_p2_[i][0], lidar_p2_[i][1]));
+      if (ray.hit) lidar_p2_[i] = {ray.point.x, ray.point.y};
       lidar[i] = ray.fraction;
     }
 
@@ -309,6 +341,7 @@ class BipedalWalker {
     for (int i = 0; i < 10; ++i) state_[14 + i] = lidar[i];
 
     const double pos_x = pos.x;
+    scroll_ = pos_x - kViewportW / kScale / 5;
     double shaping = 130 * pos_x / kScale;  // forward: 300 points over the terrain
     shaping -= 5.0 * std::abs(state_[0]);   // keep the head level
     const double progress = has_prev_shaping_ ? shaping - prev_shaping_ : 0.0;
@@ -359,6 +392,13 @@ class BipedalWalker {
   bool has_prev_shaping_ = false;
   double prev_shaping_ = 0.0;
   std::array<double, 24> state_{};
+  // What render() draws besides the bodies.
+  double scroll_ = 0.0;
+  int lidar_render_ = 0;
+  std::array<std::array<double, 2>, 10> lidar_p2_{};
+  std::array<double, kTerrainLength / 20 * 11> clouds_{};
+  std::array<double, kTerrainLength> terrain_x_{}, terrain_y_{};
+  std::vector<std::array<std::array<double, 2>, 4>> obstacles_;
   box2d::Guard guard_;
 };
 
