@@ -120,23 +120,11 @@ class BipedalWalker {
     b2PolygonShape hull, leg, lower;
   };
 
-  static b2FixtureDef fixture(const b2Shape& shape, float density, float friction, uint16 category,
-                              uint16 mask) {
-    b2FixtureDef def;
-    def.shape = &shape;
-    def.density = density;
-    def.friction = friction;
-    def.restitution = 0.0f;
-    def.filter.categoryBits = category;
-    def.filter.maskBits = mask;
-    return def;
-  }
-
   b2Body* static_body(const b2Shape& shape, uint16 category) {
     b2BodyDef def;
     def.type = b2_staticBody;
     b2Body* body = world_->CreateBody(&def);
-    const b2FixtureDef fd = fixture(shape, 0.0f, kFriction, category, 0xFFFF);
+    const b2FixtureDef fd = box2d::fixture(shape, 0.0f, kFriction, category, 0xFFFF);
     body->CreateFixture(&fd);
     return body;
   }
@@ -180,7 +168,7 @@ class BipedalWalker {
     hull_def.type = b2_dynamicBody;
     hull_def.position = box2d::vec(init_x, init_y);
     b2Body* hull = contacts_->body = world_->CreateBody(&hull_def);
-    const b2FixtureDef hull_fd = fixture(shapes_->hull, 5.0f, 0.1f, 0x0020, 0x001);
+    const b2FixtureDef hull_fd = box2d::fixture(shapes_->hull, 5.0f, 0.1f, 0x0020);
     hull->CreateFixture(&hull_fd);
     hull->ApplyForceToCenter(box2d::vec(rng.uniform(-kInitialRandom, kInitialRandom), 0), true);
 
@@ -191,7 +179,7 @@ class BipedalWalker {
       leg_def.position = box2d::vec(init_x, init_y - kLegH / 2 - kLegDown);
       leg_def.angle = static_cast<float>(i * 0.05);
       b2Body* leg = legs_[2 * side] = world_->CreateBody(&leg_def);
-      const b2FixtureDef leg_fd = fixture(shapes_->leg, 1.0f, 0.2f, 0x0020, 0x001);
+      const b2FixtureDef leg_fd = box2d::fixture(shapes_->leg, 1.0f, 0.2f, 0x0020);
       leg->CreateFixture(&leg_fd);
       joints_[2 * side] = joint(hull, leg, kLegDown, kLegH / 2, i, -0.8, 1.1);
 
@@ -200,7 +188,7 @@ class BipedalWalker {
       lower_def.position = box2d::vec(init_x, init_y - kLegH * 3 / 2 - kLegDown);
       lower_def.angle = static_cast<float>(i * 0.05);
       b2Body* lower = legs_[2 * side + 1] = contacts_->legs[side] = world_->CreateBody(&lower_def);
-      const b2FixtureDef lower_fd = fixture(shapes_->lower, 1.0f, 0.2f, 0x0020, 0x001);
+      const b2FixtureDef lower_fd = box2d::fixture(shapes_->lower, 1.0f, 0.2f, 0x0020);
       lower->CreateFixture(&lower_fd);
       joints_[2 * side + 1] = joint(leg, lower, -kLegH / 2, kLegH / 2, 1, -1.6, -0.1);
     }

@@ -16,6 +16,20 @@ namespace aiopool::box2d {
 // A float32 pair as pybox2d makes one from two Python floats.
 inline b2Vec2 vec(double x, double y) { return b2Vec2(static_cast<float>(x), static_cast<float>(y)); }
 
+// A fixture definition as gymnasium's fixtureDef(...) makes one: restitution 0, the given filter
+// (0x001 as the mask: collide only with the ground).
+inline b2FixtureDef fixture(const b2Shape& shape, float density, float friction, uint16 category,
+                            uint16 mask = 0x001) {
+  b2FixtureDef def;
+  def.shape = &shape;
+  def.density = density;
+  def.friction = friction;
+  def.restitution = 0.0f;
+  def.filter.categoryBits = category;
+  def.filter.maskBits = mask;
+  return def;
+}
+
 // pybox2d's b2RevoluteJointDef(bodyA=, bodyB=) sets the reference angle from its bodies' angles
 // (in Python, in double) unless it is given.
 inline float reference_angle(const b2Body* a, const b2Body* b) {

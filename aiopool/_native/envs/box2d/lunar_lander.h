@@ -174,7 +174,8 @@ class LunarLander {
       hull[k] = vec(kLanderPoly[k][0] / kScale, kLanderPoly[k][1] / kScale);
     b2PolygonShape body_shape;
     body_shape.Set(hull, static_cast<int32>(kLanderPoly.size()));
-    lander()->CreateFixture(&fixture(body_shape, 5.0f, 0.1f, 0x0010));
+    const b2FixtureDef body_fd = box2d::fixture(body_shape, 5.0f, 0.1f, 0x0010);
+    lander()->CreateFixture(&body_fd);
     const double fx = rng.uniform(-kInitialRandom, kInitialRandom);
     const double fy = rng.uniform(-kInitialRandom, kInitialRandom);
     lander()->ApplyForceToCenter(vec(fx, fy), true);
@@ -193,7 +194,8 @@ class LunarLander {
       contacts_->legs[side] = world_->CreateBody(&leg_def);
       b2PolygonShape leg_shape;
       leg_shape.SetAsBox(static_cast<float>(kLegW / kScale), static_cast<float>(kLegH / kScale));
-      contacts_->legs[side]->CreateFixture(&fixture(leg_shape, 1.0f, 0.2f, 0x0020));
+      const b2FixtureDef leg_fd = box2d::fixture(leg_shape, 1.0f, 0.2f, 0x0020);
+      contacts_->legs[side]->CreateFixture(&leg_fd);
 
       b2RevoluteJointDef joint;
       joint.bodyA = lander();
@@ -211,18 +213,6 @@ class LunarLander {
     }
 
     advance(0.0, 0.0, 0, rng);  // gymnasium's reset returns the observation of step(0)
-  }
-
-  static b2FixtureDef& fixture(const b2Shape& shape, float density, float friction, uint16 category) {
-    thread_local b2FixtureDef def;
-    def = b2FixtureDef();
-    def.shape = &shape;
-    def.density = density;
-    def.friction = friction;
-    def.restitution = 0.0f;
-    def.filter.categoryBits = category;
-    def.filter.maskBits = 0x001;  // collide only with the ground
-    return def;
   }
 
   // gymnasium's _create_particle: a small ball that collides with the ground only.
