@@ -77,6 +77,16 @@ def _taxi(env: Any, s: Sequence[float]) -> None:
     env.lastaction = None  # render() would turn the heading to it otherwise
 
 
+def _blackjack(env: Any, s: Sequence[float]) -> None:
+    # render() reads _get_obs() (the player's sum and usable ace, the dealer's first card) and
+    # the face-up card's name: a player's hand with that sum and ace stands in for the cards.
+    total, dealer, ace, face, suit = (int(v) for v in s)
+    env.player = [1, total - 11] if ace else [total]
+    env.dealer = [dealer]
+    env.dealer_top_card_value_str = {1: "A", 11: "J", 12: "Q", 13: "K"}.get(face, str(face))
+    env.dealer_top_card_suit = "CDHS"[suit]
+
+
 def _lunar_lander(env: Any, s: Sequence[float]) -> None:
     """The terrain, the lander's and legs' transforms and the particles (render_state() in
     lunar_lander.h), set into gymnasium's env, whose render() then ages the particles as the
@@ -179,6 +189,7 @@ _SETTERS: dict[str, Callable[[Any, Sequence[float]], None]] = {
     "FrozenLakeEnv": _frozen_lake,
     "CliffWalkingEnv": _cliff_walking,
     "TaxiEnv": _taxi,
+    "BlackjackEnv": _blackjack,
     "LunarLander": _lunar_lander,
     "BipedalWalker": _bipedal_walker,
 }

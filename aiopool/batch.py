@@ -12,7 +12,9 @@ envs as ones that task may still send, so other receivers wait for them (see ``P
 
 from __future__ import annotations
 
+import math
 import weakref
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -146,3 +148,61 @@ def _sorted(parts: tuple[Any, ...], order: npt.NDArray[np.intp]) -> Any:
     a = (parts[0] if len(parts) == 1 else np.concatenate(parts))[order]
     a.flags.writeable = False
     return a
+
+
+Parts = Sequence[tuple[str | int, tuple[int, ...]]]
+
+
+def splitter(parts: Parts, names: Sequence[str],
+             ) -> Callable[[tuple[Any, ...]], tuple[Any, ...]] | None:
+    """For a native env whose observation is a Tuple / Dict (``EnvSpec.obs_parts``), the
+    function that turns the arrays of a taken block, ``(obs, reward, terminated, truncated,
+    env_id, handle)``, into the same with ``obs`` a tuple / dict of read-only views of each
+    part, and a handle whose ``final_obs`` field (``autoreset="same_step"``) is split alike.
+    None for an array observation.
+
+    The row holds the parts one after another in one dtype, so each part is a view of its
+    columns: ``obs[:, start]`` for a scalar (Discrete) part, ``obs[:, start:end]`` reshaped
+    for a Box.
+    """
+    if not parts:
+        return None
+    slices: list[tuple[str | int, int | slice, tuple[int, ...]]] = []
+    start = 0
+    for key, shape in parts:
+        size = math.prod(shape)
+        slices.append((key, start if shape == () else slice(start, start + size), shape))
+        start += size
+    as_tuple = all(isinstance(key, int) for key, _ in parts)
+
+    def split_obs(flat: npt.NDArray[Any]) -> Any:
+        n = len(flat)
+        views = ((key, flat[:, at] if isinstance(at, int) or len(shape) == 1
+                  else flat[:, at].reshape((n, *shape))) for key, at, shape in slices)
+        if as_tuple:
+            return tuple(view for _, view in views)
+        return dict(views)
+
+    final = names.index("final_obs") if "final_obs" in names else -1
+
+    def split(arrays: tuple[Any, ...]) -> tuple[Any, ...]:
+        obs, reward, terminated, truncated, env_id, handle = arrays
+        return (split_obs(obs), reward, terminated, truncated, env_id,
+                _SplitHandle(handle, split_obs, final))
+
+    return split
+
+
+class _SplitHandle:
+    """A block's handle (it owns the block) whose ``final_obs`` field is split as the obs are.
+    It has no native ``copies``: the sync adapters copy such batches per part, in Python."""
+
+    __slots__ = ("_final", "_handle", "_split")
+
+    def __init__(self, handle: Any, split: Callable[[npt.NDArray[Any]], Any],
+                 final: int) -> None:
+        self._handle, self._split, self._final = handle, split, final
+
+    def array(self, field: int) -> Any:
+        arr = self._handle.array(field)
+        return self._split(arr) if field == self._final else arr

@@ -130,6 +130,7 @@ _CLASSIC_KEYS: dict[str, dict[str, Any]] = {
     # CliffWalking is_slippery is gymnasium's.
     "FrozenLake-v1": {"size": 4}, "FrozenLake8x8-v1": {"size": 8},
     "CliffWalking-v1": {"is_slippery": False}, "CliffWalkingSlippery-v1": {"is_slippery": True},
+    "Blackjack-v1": {"natural": False, "sab": True},
     "BipedalWalker-v3": {"hardcore": False}, "BipedalWalkerHardcore-v3": {"hardcore": True}}
 _V5 = {"frame_stack": 1, "post_constraint": True}
 _MUJOCO_KEYS: dict[str, dict[str, Any]] = {
@@ -596,6 +597,9 @@ def _spaces(task: _Task, config: dict[str, Any],
     if task.family == "atari" and not config["gray_scale"]:  # EnvPool: channels first
         stack, h, w, c = obs.shape
         obs = gym.spaces.Box(0, 255, (stack * c, h, w), np.uint8)
+    if isinstance(obs, gym.spaces.Tuple):  # Blackjack: EnvPool's one int32 row of the parts
+        highs = [int(part.n) - 1 for part in obs.spaces]
+        obs = gym.spaces.Box(0, max(highs), (len(highs),), np.int32)
     ours = act
     if task.family == "mujoco":  # EnvPool's MuJoCo actions are float64
         assert isinstance(act, gym.spaces.Box)
@@ -868,7 +872,8 @@ class _EnvPool:
         native_elapsed = np.array(info["elapsed_step"][take])
         terminated = np.array(batch.terminated[take])
         truncated = np.array(batch.truncated[take])
-        obs = np.array(batch.obs[take])
+        obs = (np.array(batch.obs[take]) if not isinstance(batch.obs, tuple)  # Blackjack's:
+               else np.stack([part[take] for part in batch.obs], axis=1))    # one row
         reset = native_elapsed == 0
         done = terminated | truncated
         extras: dict[str, Array] = {}

@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from ._holders import Holders, call_soon_weakly, current_holder, weak_call
 from ._waiting import Doorbell, Item
-from .batch import Batch
+from .batch import Batch, splitter
 from .errors import EnvError, NothingInFlight, PoolClosed, WorkerDied
 from .spec import EnvSpec
 
@@ -94,7 +94,8 @@ class Pool:
         self._action_shape = tuple(spec.action_space.shape or ())
         self._max_seed: int = int(native.spec.get("max_seed", -1))
         # The doorbell and the finaliser must not reach `self`, or the pool is never collected.
-        self._take = _taker(native, self._returned, self._names, self._weak)
+        self._take = _taker(native, self._returned, self._names, self._weak,
+                            splitter(spec.obs_parts, self._names))
         self._doorbell = Doorbell(native, self._take, self._returned.appendleft,
                                   _hander(self._holders), _un_hander(self._holders),
                                   weak_call(weakref.WeakMethod(self._fail_stranded)))
@@ -774,8 +775,11 @@ def int_seeds(seeds: list[int] | None, max_seed: int,
 
 
 def _taker(native: Any, returned: deque[Item], names: tuple[str, ...],
-           weak: weakref.ReferenceType[Pool]) -> Callable[..., Batch | None]:
-    """take(spin_ns=0): a pushed-back batch first, then a ready block, else None."""
+           weak: weakref.ReferenceType[Pool],
+           split: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None,
+           ) -> Callable[..., Batch | None]:
+    """take(spin_ns=0): a pushed-back batch first, then a ready block, else None. ``split``
+    turns a native block's arrays into those of a Tuple / Dict observation (``splitter``)."""
 
     def take(spin_ns: int = 0) -> Batch | None:
         if returned:
@@ -790,7 +794,7 @@ def _taker(native: Any, returned: deque[Item], names: tuple[str, ...],
             raise
         if arrays is None:
             return None
-        return Batch(arrays, names, weak)
+        return Batch(arrays if split is None else split(arrays), names, weak)
 
     return take
 

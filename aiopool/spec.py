@@ -38,6 +38,9 @@ class EnvSpec:
         render_mode: ``"rgb_array"`` where the pool renders (``pool.render``), else None.
         render_shape: ``(height, width, 3)`` of its frames where the env draws them in C++;
             () where they come from gymnasium's drawing code (their size is the reference's).
+        obs_parts: for a native env whose observation is a ``Tuple`` or ``Dict``, the key
+            (position for a Tuple) and shape of each part, in the order its row holds them
+            one after another (a Dict space lists its keys sorted); () otherwise.
     """
 
     id: str
@@ -51,14 +54,23 @@ class EnvSpec:
     renders: bool = False
     render_mode: str | None = None
     render_shape: tuple[int, ...] = ()
+    obs_parts: tuple[tuple[str | int, tuple[int, ...]], ...] = ()
 
     @classmethod
     def from_native(cls, env_id: str, native: dict[str, Any], config: dict[str, Any], *,
                     family: str, finite_actions: bool, renders: bool = False,
                     render_mode: str | None = None) -> EnvSpec:
+        parts = [(key, _space(d)) for key, d in native.get("obs_parts", ())]
+        obs_space = _space(native["observation_space"])
+        keys: list[str | int] = [key for key, _ in parts]
+        if native.get("obs_structure") == "tuple":
+            keys = list(range(len(parts)))
+            obs_space = gym.spaces.Tuple([space for _, space in parts])
+        elif native.get("obs_structure") == "dict":
+            obs_space = gym.spaces.Dict(dict(parts))
         return cls(
             id=env_id,
-            observation_space=_space(native["observation_space"]),  # type: ignore[arg-type,unused-ignore]
+            observation_space=obs_space,  # type: ignore[arg-type,unused-ignore]
             action_space=_space(native["action_space"]),
             max_episode_steps=int(native["max_episode_steps"]),
             info=tuple(InfoField(n, np.dtype(d), tuple(s)) for n, d, s in native["info"]),
@@ -68,6 +80,8 @@ class EnvSpec:
             renders=renders,
             render_mode=render_mode,
             render_shape=tuple(int(d) for d in native.get("render_shape", ())),
+            obs_parts=tuple((key, tuple(space.shape or ())) for key, (_, space)
+                            in zip(keys, parts, strict=True)),
         )
 
 

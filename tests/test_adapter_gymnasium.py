@@ -74,6 +74,11 @@ def _same(a: Any, b: Any, where: str) -> None:
     assert a.tobytes() == b.tobytes(), f"{where}:\n gymnasium {a.tolist()}\n aiopool   {b.tolist()}"
 
 
+def _python_blackjack() -> gym.Env[Any, Any]:
+    """gymnasium's Blackjack-v1, as a factory: the process backend runs it."""
+    return gym.make("Blackjack-v1")
+
+
 @pytest.mark.parametrize("mode", MODES, ids=[m.value for m in MODES])
 @pytest.mark.parametrize(("env_id", "path"), [
     ("CartPole-v1", "any"), ("Acrobot-v1", "any"), ("MountainCarContinuous-v0", "any"),
@@ -81,6 +86,7 @@ def _same(a: Any, b: Any, where: str) -> None:
     ("Acrobot-v1", "copy=False"), ("CartPole-v1", "sorted copy=False"),
     ("MountainCarContinuous-v0", "python copy=False"),
     ("Blackjack-v1", "any"), ("Blackjack-v1", "sorted copy=False"),
+    pytest.param(_python_blackjack, "any", id="Blackjack-v1-processes-any"),
     pytest.param(DictObsEnv, "any", id="DictObsEnv-any"),
     pytest.param(DictObsEnv, "sorted", id="DictObsEnv-sorted"),
     ("FrozenLake-v1", "any"), ("FrozenLake-v1", "sorted"),
@@ -94,8 +100,9 @@ def test_matches_sync_vector_env_step_by_step(env_id: str | Callable[[], gym.Env
     partial resets are a sorted copy; with copy=False the native copy sorts the obs too).
     ``"python"``: the copies a process-backed pool's batches take (``"python sorted"``: the
     general sort and gather). ``"copy=False"``: the observations are the pool's views.
-    Blackjack-v1 (Tuple observations) and ``DictObsEnv`` (Dict observations) run on the
-    process backend, whose batches always take the Python copies."""
+    Blackjack-v1 (Tuple observations: native, whose batches take the Python copies part by
+    part; and gymnasium's on the process backend) and ``DictObsEnv`` (Dict observations, on
+    the process backend, whose batches always take the Python copies)."""
     ref, ours = _pair(env_id, mode, copy="copy=False" not in path)
     if "sorted" in path:
         ours._steps._ids_bytes = b"never in order"  # type: ignore[attr-defined]

@@ -295,21 +295,24 @@ async def test_stream_trajectories_per_env_equal_a_local_pool() -> None:
 
 
 @ASYNCIO_ONLY
-async def test_a_tuple_observation_envs_final_obs_comes_through_as_locally() -> None:
-    """Blackjack-v1 (Python, Tuple observations) in same_step mode: final_obs is a tuple of
-    arrays, as the local process-backed pool gives it."""
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+async def test_a_tuple_observation_envs_final_obs_comes_through_as_locally(backend: str) -> None:
+    """Blackjack-v1 (Tuple observations) in same_step mode: final_obs is a tuple of arrays, as
+    the local pool gives it, of the native env and of gymnasium's on the process backend."""
     stick = np.zeros(4, dtype=np.int64)  # every hand ends at once
+    extra: dict[str, Any] = {"num_workers": 1} if backend == "processes" else {}
     with aiopool.make("Blackjack-v1", num_envs=4, seed=2, autoreset="same_step",
-                      num_workers=1) as local:
+                      backend=backend, **extra) as local:
         local.async_reset()
         await local.recv(timeout=30)
         want = await local.step(stick)
         want_final = tuple(np.array(x) for x in want.info["final_obs"])
     with make_remote("Blackjack-v1", num_envs=4, batch_size=4, num_actors=1, seed=2,
-                     autoreset="same_step", num_cpus=0.5) as pool:
+                     autoreset="same_step", num_cpus=0.5, backend=backend, **extra) as pool:
         pool.async_reset()
         await pool.recv(timeout=30)
         got = await pool.step(stick)
+        assert isinstance(got.obs, tuple) and len(got.obs) == 3
         final = got.info["final_obs"]
         assert isinstance(final, tuple) and len(final) == 3
         for x, y in zip(final, want_final, strict=True):

@@ -130,7 +130,7 @@ def _same_structure(mine: Any, theirs: Any) -> None:
 
 SIDE_BY_SIDE = ["Pong-v5", "Breakout-v5", "CartPole-v1", "Pendulum-v1", "HalfCheetah-v5",
                 "Hopper-v5", "Acrobot-v1", "FrozenLake8x8-v1", "Taxi-v3", "CliffWalking-v0",
-                "LunarLander-v2", "BipedalWalkerHardcore-v3"]
+                "LunarLander-v2", "BipedalWalkerHardcore-v3", "Blackjack-v1"]
 
 
 def _same_space(mine: gym.Space[Any], theirs: gym.Space[Any], task_id: str) -> None:

@@ -8,7 +8,8 @@ compares obs, reward, terminated, truncated, elapsed_step and the family's info 
 mode. Continuous actions include out-of-range values, which both sides clip. FrozenLake's
 random maps (``desc=None, map_name=None``) are ``generate_random_map(seed=seed + i)``.
 LunarLander flies gymnasium's own heuristic pilot (``Pilot``), so that episodes end by landing
-(the lander asleep), by crashing and by flying off.
+(the lander asleep), by crashing and by flying off. Blackjack's observation is a Tuple of three
+int64 arrays, compared per part; its hands end in every outcome (a natural's 1.5 included).
 
 In ``next_step`` mode on asyncio's loop the pool renders (``render_mode="rgb_array"``, where
 the family renders) and env 0's frame is compared with gymnasium's ``env.render()`` at each of
@@ -35,7 +36,7 @@ from aiopool import registry
 
 NUM_ENVS = 4
 STEPS = 1000
-FRAMES = 250  # per case: 1,500 frames of classic control, 2,250 of toy text, 1,750 of Box2D
+FRAMES = 250  # per case: 1,500 frames of classic control, 2,750 of toy text, 1,750 of Box2D
 MODES = ["next_step", "same_step", "disabled"]
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*CartPole-v0 is out of date")
@@ -131,6 +132,8 @@ CASES: list[tuple[str, dict[str, Any], Policy | Greedy, tuple[str, ...]]] = [
     ("Taxi-v4", {}, Greedy(), ("prob", "action_mask")),
     ("Taxi-v4", {"is_rainy": True, "rainy_probability": 0.7, "fickle_passenger": True,
                  "fickle_probability": 0.5}, Greedy(), ("prob", "action_mask")),
+    ("Blackjack-v1", {}, _random, ()),
+    ("Blackjack-v1", {"sab": False, "natural": True}, _random, ()),
     ("LunarLander-v3", {}, Pilot(), ()),
     ("LunarLanderContinuous-v3", {}, Pilot(), ()),
     ("LunarLander-v3", {"enable_wind": True, "gravity": -9.0}, Pilot(), ()),
@@ -206,7 +209,7 @@ def _assert_rows(batch: aiopool.Batch, expected: dict[int, Any], elapsed: npt.ND
         obs, reward, terminated, truncated, final, info = expected[i]
         obs = np.asarray(obs)
         at = f"{where}, env {i}"
-        got_obs = np.asarray(batch.obs[row])
+        got_obs = _row(batch.obs, row)
         assert got_obs.dtype == obs.dtype and got_obs.tobytes() == obs.tobytes(), (
             f"{at}: obs {got_obs.tolist()} != gymnasium {obs.tolist()}")
         got_reward = float(batch.reward[row])
@@ -216,7 +219,7 @@ def _assert_rows(batch: aiopool.Batch, expected: dict[int, Any], elapsed: npt.ND
         assert bool(batch.truncated[row]) == truncated, f"{at}: truncated"
         assert int(batch.info["elapsed_step"][row]) == int(elapsed[i]), f"{at}: elapsed_step"
         if final is not None:
-            got_final = np.asarray(batch.info["final_obs"][row])
+            got_final = _row(batch.info["final_obs"], row)
             assert got_final.tobytes() == np.asarray(final).tobytes(), (
                 f"{at}: final_obs {got_final.tolist()} != gymnasium {np.asarray(final).tolist()}")
         for key in info_keys:
@@ -225,6 +228,19 @@ def _assert_rows(batch: aiopool.Batch, expected: dict[int, Any], elapsed: npt.ND
                 f"{at}: info[{key!r}] {got.tolist()} != gymnasium {want.tolist()}")
         ended += terminated or truncated
     return ended
+
+
+def _row(obs: Any, row: int) -> npt.NDArray[Any]:
+    """Row ``row`` of a batch's obs; of a Tuple observation (Blackjack's three int64 arrays),
+    the row of each part, as ``np.asarray`` holds gymnasium's tuple of ints."""
+    if isinstance(obs, tuple):
+        return np.array([part[row] for part in obs])
+    return np.asarray(obs[row])
+
+
+# The rewards of terminal steps each case must see: both outcomes of a landing, every outcome
+# of a hand (a natural's 1.5 with natural=True).
+OUTCOMES = {"LunarLander": {100.0, -100.0}, "Blackjack": {-1.0, 0.0, 1.0}}
 
 
 @pytest.mark.asyncio
@@ -283,8 +299,9 @@ async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any
                                   or batch.truncated[batch.env_id == 0].any())
                 _assert_frame(pool.render([0])[0], ref.envs[0].render(), f"step {t}")
         assert episodes >= NUM_ENVS, f"only {episodes} episodes ended; the test covers too little"
-        if isinstance(policy, Pilot):
-            assert {100.0, -100.0} <= outcomes, f"LunarLander's episodes ended only with {outcomes}"
+        wanted = set(OUTCOMES.get(env_id.split("-")[0].removesuffix("Continuous"), ()))
+        wanted |= {1.5} if kwargs.get("natural") else set()
+        assert wanted <= outcomes, f"{env_id}'s episodes ended only with {outcomes}"
         if render_mode:
             assert ends_seen, "env 0's frames crossed no episode end"
 

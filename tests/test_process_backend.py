@@ -141,7 +141,7 @@ def test_make_says_which_backend_an_id_gets() -> None:
     for native_id in ("CartPole-v1", "FrozenLake-v1"):
         with aiopool.make(native_id, num_envs=2) as native:
             assert native.backend == "threads"
-    with aiopool.make("Blackjack-v1", num_envs=2, num_workers=1) as python:
+    with aiopool.make("Blackjack-v1", num_envs=2, num_workers=1, backend="processes") as python:
         assert python.backend == "processes" and python.num_workers == 1
         assert isinstance(python.single_observation_space, gym.spaces.Tuple)
     with aiopool.make("FrozenLake-v1", num_envs=2, num_workers=1, backend="processes") as python:
@@ -160,7 +160,8 @@ async def test_a_registered_gymnasium_env_steps_as_gymnasium_does() -> None:
     """Blackjack-v1 (Tuple observations), seed for seed against gymnasium's SyncVectorEnv
     (next_step autoreset), as ``async_reset`` + ``step`` on a pool."""
     ref = gym.vector.SyncVectorEnv([lambda: gym.make("Blackjack-v1")] * 3)
-    with aiopool.make("Blackjack-v1", num_envs=3, seed=7, num_workers=2) as pool:
+    with aiopool.make("Blackjack-v1", num_envs=3, seed=7, num_workers=2,
+                      backend="processes") as pool:
         want, _ = ref.reset(seed=7)
         pool.async_reset()
         got = [await pool.recv()]
@@ -451,7 +452,7 @@ def test_a_killed_parent_leaves_no_worker_behind() -> None:
 
 @pytest.mark.asyncio
 async def test_the_adapters_run_on_the_process_backend() -> None:
-    envs = aiopool.make_gymnasium("Blackjack-v1", num_envs=2, seed=1)
+    envs = aiopool.make_gymnasium("Blackjack-v1", num_envs=2, seed=1, backend="processes")
     ref = gym.vector.SyncVectorEnv([lambda: gym.make("Blackjack-v1")] * 2)
     try:
         assert envs.single_observation_space == ref.single_observation_space

@@ -337,3 +337,47 @@ async def test_reordered_step_results_are_copies_jax_shares_when_aligned(torch: 
                 if a.dtype.itemsize < 8:
                     shared = jax.device_put(a).unsafe_buffer_pointer() == _addr(a)
                     assert shared == (_addr(a) % 64 == 0), name
+
+
+def test_tuple_observations_are_read_only_views_of_the_block() -> None:
+    """Blackjack-v1's Tuple observation: one int64 array per part, each a column of the
+    block's obs rows (no copy), read-only, and final_obs the same (same_step)."""
+    with aiopool.make("Blackjack-v1", num_envs=4, seed=0, autoreset="same_step") as pool:
+        pool.async_reset()
+        batch = pool.recv_blocking()
+        parts = batch.obs
+        assert isinstance(parts, tuple) and [p.dtype for p in parts] == [np.dtype(np.int64)] * 3
+        start = parts[0].ctypes.data
+        for k, part in enumerate(parts):
+            assert part.shape == (4,) and part.strides == (24,) and not part.flags.writeable
+            assert part.ctypes.data == start + 8 * k
+        stick = np.zeros(4, dtype=np.int64)  # every hand ends
+        pool.send(stick)
+        batch = pool.recv_blocking()
+        final = batch.info["final_obs"]
+        assert isinstance(final, tuple) and all(not p.flags.writeable for p in final)
+        assert final[0].ctypes.data + 8 == final[1].ctypes.data
+
+
+def test_dict_observation_parts_are_split_in_row_order() -> None:
+    """``splitter`` for a Dict observation: each key a view of its columns, in the order the
+    row holds them (whatever order the space lists its keys), final_obs split alike."""
+    from aiopool.batch import splitter
+
+    names = ("obs", "reward", "terminated", "truncated", "env_id", "final_obs")
+    split = splitter([("b", (2,)), ("a", ()), ("c", (2, 2))], names)
+    assert split is not None and splitter((), names) is None
+    flat = np.arange(4 * 7, dtype=np.float64).reshape(4, 7)
+    flat.flags.writeable = False
+
+    class Handle:
+        def array(self, field: int) -> npt.NDArray[Any]:
+            return flat
+
+    obs, *_, handle = split((flat, None, None, None, None, Handle()))
+    assert list(obs) == ["b", "a", "c"]
+    np.testing.assert_array_equal(obs["b"], flat[:, 0:2])
+    np.testing.assert_array_equal(obs["a"], flat[:, 2])
+    np.testing.assert_array_equal(obs["c"], flat[:, 3:7].reshape(4, 2, 2))
+    assert all(np.shares_memory(v, flat) and not v.flags.writeable for v in obs.values())
+    assert isinstance(handle.array(5), dict) and handle.array(1) is flat

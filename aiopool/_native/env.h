@@ -140,8 +140,19 @@ class Config {
   std::map<std::string, std::vector<double>> ranges_;
 };
 
+// One part of a Tuple or Dict observation (gymnasium's Blackjack): `space.size()` elements of
+// the observation's dtype, after the parts before it.
+struct ObsPart {
+  std::string key;  // the Dict key; a Tuple's parts are keyed by position ("0", "1", ...)
+  Space space;
+};
+
 struct EnvSpec {
+  // The observation as the row holds it. With `obs_parts`, a flat Box of their elements, one
+  // dtype for all, which Python presents as gymnasium's Tuple / Dict of views of its parts.
   Space observation_space;
+  std::vector<ObsPart> obs_parts;  // empty: the observation is observation_space itself
+  bool obs_dict = false;           // the parts make a Dict (by key), else a Tuple (in order)
   Space action_space;
   std::vector<Field> info;    // extras the env writes in write(), in this order
   int max_episode_steps = 0;  // gymnasium's TimeLimit; set by the registry; 0 = none

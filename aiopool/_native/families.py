@@ -78,7 +78,7 @@ CLASSIC_CONTROL = NativeFamily(name="classic_control", title="classic control", 
 TOY_TEXT = NativeFamily(
     name="toy_text", title="toy text", module="_toy_text",
     ids=frozenset({"FrozenLake-v1", "FrozenLake8x8-v1", "CliffWalking-v1",
-                   "CliffWalkingSlippery-v1", "Taxi-v4"}),
+                   "CliffWalkingSlippery-v1", "Taxi-v4", "Blackjack-v1"}),
     renders="python")
 
 

@@ -426,6 +426,11 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
                      const EnvSpec& s = p.spec();
                      nb::dict d;
                      d["observation_space"] = space_dict(s.observation_space);
+                     nb::list parts;
+                     for (const ObsPart& part : s.obs_parts)
+                       parts.append(nb::make_tuple(part.key, space_dict(part.space)));
+                     d["obs_parts"] = parts;
+                     d["obs_structure"] = s.obs_parts.empty() ? "" : s.obs_dict ? "dict" : "tuple";
                      d["action_space"] = space_dict(s.action_space);
                      d["max_episode_steps"] = s.max_episode_steps;
                      d["max_seed"] = s.max_seed;

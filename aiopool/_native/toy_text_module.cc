@@ -1,7 +1,8 @@
-// `aiopool._native._toy_text`: gymnasium's toy-text envs (FrozenLake, CliffWalking, Taxi), plain
-// C++ on numpy's random stream (rng.h).
+// `aiopool._native._toy_text`: gymnasium's toy-text envs (FrozenLake, CliffWalking, Taxi,
+// Blackjack), plain C++ on numpy's random stream (rng.h).
 #include <nanobind/stl/array.h>
 
+#include "envs/toy_text/blackjack.h"
 #include "envs/toy_text/cliff_walking.h"
 #include "envs/toy_text/frozen_lake.h"
 #include "envs/toy_text/taxi.h"
@@ -17,5 +18,6 @@ NB_MODULE(_toy_text, m) {
     for (int64_t n : bounds) out.push_back(rng.integers(n));
     return out;
   });
-  aiopool::define_pool_module(m, "aiopool's toy-text envs: gymnasium's FrozenLake, CliffWalking and Taxi.");
+  aiopool::define_pool_module(
+      m, "aiopool's toy-text envs: gymnasium's FrozenLake, CliffWalking, Taxi and Blackjack.");
 }

@@ -99,6 +99,12 @@ def _space(space: Any) -> str:
     name = type(space).__name__
     if name == "Discrete":
         return f"`Discrete({int(space.n)})`"
+    if name in ("Tuple", "Dict"):
+        items = (space.spaces.items() if name == "Dict" else
+                 ((None, part) for part in space.spaces))
+        inner = ", ".join(f"{key}: {_space(part)}" if key else _space(part)
+                          for key, part in items)
+        return f"{name}({inner.replace('`', '')})".join("``")
     low, high = np.asarray(space.low), np.asarray(space.high)
     shape = tuple(space.shape)
     if low.size and low.min() == low.max() and high.min() == high.max():
