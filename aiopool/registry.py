@@ -247,7 +247,8 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
         env_id, numbers, strings, ranges, num_envs, batch_size, num_threads, autoreset,
         int(worker_spin_us * 1000), -1 if max_episode_steps is None else max_episode_steps,
         max_spinners))
-    spec = EnvSpec.from_native(env_id, native.spec, config, family=family.name,
+    kwargs = {k: v for k, v in config.items() if k not in family.prepared}
+    spec = EnvSpec.from_native(env_id, native.spec, kwargs, family=family.name,
                                finite_actions=family.finite_actions,
                                renders=renders is not None, render_mode=render_mode)
     renderer = None
@@ -351,13 +352,13 @@ def _config(module: ModuleType, env_id: str,
     keys, _ = module.env_config(env_id)
     valid = {name: (kind, default) for name, kind, default in keys}
     family = family_of(env_id)
-    hidden = family.render_config if family is not None else frozenset()
+    hidden = family.render_config | family.prepared if family is not None else frozenset()
     names = ", ".join(k for k in valid if k not in hidden) or "none"
     config: dict[str, Any] = {}
     for name, (kind, default) in valid.items():
         config[name] = _default(kind, default)
     for name, value in kwargs.items():
-        if name not in valid:
+        if name not in valid or (name in hidden and family and name in family.prepared):
             why = ""
             if name in _RENDER_KWARGS:
                 why = (f" (a rendering kwarg: {env_id} renders with render_mode='rgb_array' "
@@ -389,6 +390,8 @@ def _config(module: ModuleType, env_id: str,
         config["xml_file"] = _mujoco_model_path(env_id, config["xml_file"])
     if "rom_path" in config:
         config["rom_path"] = _atari_rom_path(env_id, config["rom_path"])
+    if family is not None and family.prepare is not None:
+        config = family.prepare(env_id, config)
     return config, {name: kind for name, (kind, _) in valid.items()}
 
 

@@ -29,7 +29,7 @@ class EnvSpec:
         max_episode_steps: gymnasium's time limit (0: none).
         info: family extras present in ``batch.info``.
         config: the env's constructor kwargs, defaults overridden by the ones given to make().
-        family: the native env family (``"classic_control"``, ``"mujoco"``, ``"atari"``:
+        family: the native env family (``"classic_control"``, ``"mujoco"``, ``"dmc"``, ...:
             ``aiopool/_native/families.py``); None for envs that are not aiopool's own (the
             process backend's gymnasium envs and factories).
         finite_actions: whether ``send`` rejects NaN and inf in continuous actions. False for

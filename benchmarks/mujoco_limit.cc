@@ -13,7 +13,7 @@
 //
 // Built by throughput.py with the extension's flags, against the libmujoco aiopool links:
 //   g++ -O3 -ffp-contract=off -std=c++20 -I<mujoco>/include mujoco_limit.cc
-//       <mujoco>/libmujoco.so.4.0.0 -Wl,-rpath,<mujoco>
+//       <mujoco>/libmujoco.so.3.17.0 -Wl,-rpath,<mujoco>
 //       -DLIMIT_MUJOCO_ASSETS='"<gymnasium>/envs/mujoco/assets"'
 //
 // Usage: mujoco_limit ENV_ID NUM_ENVS SECONDS   ->   one line of JSON on stdout.

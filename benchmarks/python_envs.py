@@ -12,7 +12,7 @@ this project's numpy and gymnasium). PufferLib 1.0.1 is the newest that installs
 registry alone (2.x and 3.x download during their build); it runs beside gymnasium 1.4:
 
     python -m venv /tmp/puffer && /tmp/puffer/bin/pip install pufferlib==1.0.1 filelock psutil \\
-        packaging imageio gymnasium==1.4.0 mujoco==4.0.0
+        packaging imageio gymnasium==1.4.0 mujoco==3.17.0
 
     python benchmarks/python_envs.py                # ~3 min on 2 cores
     python benchmarks/python_envs.py --pufferlib-python /tmp/puffer/bin/python

@@ -46,6 +46,26 @@ def counting(num_envs: int = 8, batch_size: int | None = None, num_threads: int 
                         num_threads=num_threads, **kw)
 
 
+async def step_in_mode(pool: Any, ref: Any, actions: Any, mode: str) -> tuple[Any, dict[int, Any]]:
+    """One step of every env of ``pool`` and of a parity test's reference (``ref.ended``, its
+    ``reset(ids)`` and ``step(actions, ids)`` give the rows each env should have): the batch
+    and the expected rows. In ``disabled`` mode the envs whose episode ended are reset instead,
+    as a user of that mode does; in the other modes the pool resets them itself."""
+    if mode != "disabled":
+        batch = await pool.step(actions)
+        return batch, ref.step(actions, list(range(len(actions))))
+    ended = np.flatnonzero(ref.ended).tolist()
+    live = np.flatnonzero(~ref.ended).tolist()
+    if ended:
+        pool.async_reset(env_ids=ended)
+    if live:
+        pool.send(actions[live], env_ids=live)
+    batch = await pool.recv()
+    expected = ref.reset(ended)
+    expected.update(ref.step(actions, live))
+    return batch, expected
+
+
 def num_waiting(pool: Any) -> int:
     """Receivers parked in ``recv`` (a remote pool counts its own)."""
     return int(pool.num_waiting if BACKEND == "ray" else pool._doorbell.num_waiting)

@@ -137,9 +137,10 @@ class _Conformance(test_utils.EnvironmentTestMixin):
 
     env_id = ""
     backend = "threads"
+    kwargs: dict[str, Any] = {}  # noqa: RUF012
 
     def make_object_under_test(self) -> DmEnvironment:
-        return make_dm(self.env_id, num_threads=1, seed=0, backend=self.backend)
+        return make_dm(self.env_id, num_threads=1, seed=0, backend=self.backend, **self.kwargs)
 
     def make_action_sequence(self) -> Any:
         spec = self.environment.action_spec()
@@ -157,6 +158,20 @@ class TestCartPoleConformsToDmEnv(_Conformance, absltest.TestCase):
 
 class TestHopperConformsToDmEnv(_Conformance, absltest.TestCase):
     env_id = "Hopper-v5"
+
+
+class TestBlackjackConformsToDmEnv(_Conformance, absltest.TestCase):
+    env_id = "Blackjack-v1"  # a Tuple observation: a tuple of specs and of values
+
+
+class TestControlSuiteCheetahConformsToDmEnv(_Conformance, absltest.TestCase):
+    env_id = "dmc/cheetah-run"  # a Dict observation: OrderedDicts, in dm_control's key order
+    kwargs = {"time_limit": 0.5}  # noqa: RUF012
+
+
+class TestControlSuiteCartpoleConformsToDmEnv(_Conformance, absltest.TestCase):
+    env_id = "dmc/cartpole-two_poles"
+    kwargs = {"time_limit": 0.5}  # noqa: RUF012
 
 
 class TestCartPoleInWorkerProcessesConformsToDmEnv(_Conformance, absltest.TestCase):

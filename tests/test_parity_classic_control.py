@@ -30,6 +30,7 @@ import numpy.typing as npt
 import pytest
 from gymnasium.envs.box2d.lunar_lander import heuristic
 from gymnasium.envs.toy_text.frozen_lake import generate_random_map
+from helpers import step_in_mode
 
 import aiopool
 from aiopool import registry
@@ -277,19 +278,7 @@ async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any
             _assert_frame(pool.render([0])[0], ref.envs[0].render(), "reset")
         for t in range(STEPS):
             actions = policy(obs, np.stack([space.sample() for _ in range(NUM_ENVS)]))
-            if mode == "disabled":
-                ended = np.flatnonzero(ref.ended).tolist()
-                live = np.flatnonzero(~ref.ended).tolist()
-                if ended:
-                    pool.async_reset(env_ids=ended)
-                if live:
-                    pool.send(actions[live], env_ids=live)
-                batch = await pool.recv()
-                expected = ref.reset(ended)
-                expected.update(ref.step(actions, live))
-            else:
-                batch = await pool.step(actions)
-                expected = ref.step(actions, list(range(NUM_ENVS)))
+            batch, expected = await step_in_mode(pool, ref, actions, mode)
             episodes += _assert_rows(batch, expected, ref.elapsed, f"step {t}", info_keys)
             ended_with = np.asarray(batch.reward)[np.asarray(batch.terminated)]
             outcomes.update(float(r) for r in ended_with)

@@ -4,7 +4,7 @@ Each case steps a pool of envs and, beside it, ``gymnasium.make(id, **kwargs)`` 
 ``seed + i`` (later resets unseeded, continuing each env's random stream, as gymnasium's vector
 envs do), with the same float32 actions, and compares at every step, through several episodes:
 observation, reward, terminated, truncated, and every info value gymnasium returns (value and
-dtype). Both sides run the same libmujoco (mujoco-core 4.0.0). Where an observation includes all
+dtype). Both sides run the same libmujoco (mujoco 3.17.0). Where an observation includes all
 of qpos and qvel (``exclude_current_positions_from_observation=False``, the pendulums), the
 simulator state itself is compared too. With ``frames``, both sides also render
 (``render_mode="rgb_array"`` and the same rendering kwargs) and every env's frame must equal
@@ -371,9 +371,9 @@ def test_specs_match_gymnasium() -> None:
 def test_wrong_mujoco_version_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from aiopool import registry
 
-    monkeypatch.setattr(importlib.metadata, "version", lambda name: "4.0.1")
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "3.17.1")
     assert MUJOCO.preload is not None
-    with pytest.raises(ImportError, match=r"built against mujoco-core==4\.0\.0, found 4\.0\.1"):
+    with pytest.raises(ImportError, match=r"built against mujoco==3\.17\.0, found 3\.17\.1"):
         MUJOCO.preload()
     monkeypatch.setattr(registry, "_unavailable", {"_mujoco": "the reason"})
     monkeypatch.setattr(registry, "_loaded", {"_core": registry._core})

@@ -1,7 +1,7 @@
 """The native env families: each one's extension module, its ids and what the rest asks of it.
 
 A family is one extension module in ``aiopool._native`` (``_core``, ``_toy_text``, ``_mujoco``,
-``_atari``, ``_box2d``) and its env headers in ``envs/<name>/``. registry.py loads the modules
+``_atari``, ``_box2d``, ``_dmc``) and its env headers in ``envs/<name>/``. registry.py loads the modules
 of ``FAMILIES`` in order and lists what each registers; the rest of aiopool asks a pool's
 ``EnvSpec`` (``spec.family``, ``spec.finite_actions``) or ``registry.family_of(env_id)``, never
 an id list.
@@ -17,8 +17,10 @@ import importlib.metadata
 import importlib.util
 import os
 import re
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,10 @@ class NativeFamily:
             ``particles``: it simulates the decoration gymnasium's env adds when it renders).
         preload: run before the import; raises ImportError saying what is missing.
         not_built: why the module is missing when the build left it out on purpose.
+        prepared: native config keys that ``prepare`` fills and users never set.
+        prepare: ``prepare(env_id, config)`` turns the kwargs of ``make`` (defaults filled in)
+            into the config the C++ env takes, setting the ``prepared`` keys (the Control
+            Suite: the task's model, compiled by dm_control itself).
     """
 
     name: str
@@ -62,6 +68,8 @@ class NativeFamily:
     render_config: frozenset[str] = frozenset()
     preload: Callable[[], None] | None = None
     not_built: str | None = None
+    prepared: frozenset[str] = frozenset()
+    prepare: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
 
     def matches(self, env_id: str) -> bool:
         """Whether ``env_id`` matches this family's pattern (its listed ids aside)."""
@@ -82,18 +90,18 @@ TOY_TEXT = NativeFamily(
     renders="python")
 
 
-MUJOCO_VERSION = "4.0.0"  # the libmujoco the _mujoco module is linked against, exactly
+MUJOCO_VERSION = "3.17.0"  # the libmujoco the _mujoco module is linked against, exactly
 
 
 def _preload_mujoco() -> None:
     """Check the installed MuJoCo is the exact build _mujoco links, and load its library."""
     try:
-        found = importlib.metadata.version("mujoco-core")
+        found = importlib.metadata.version("mujoco")
     except importlib.metadata.PackageNotFoundError:
         found = None
     if found != MUJOCO_VERSION:
-        raise ImportError(f"aiopool's MuJoCo envs are built against mujoco-core=={MUJOCO_VERSION}, "
-                          f"found {found or 'none'}; pip install mujoco-core=={MUJOCO_VERSION}")
+        raise ImportError(f"aiopool's MuJoCo envs are built against mujoco=={MUJOCO_VERSION}, "
+                          f"found {found or 'none'}; pip install mujoco=={MUJOCO_VERSION}")
     spec = importlib.util.find_spec("mujoco")
     if spec is not None and spec.submodule_search_locations:
         # The module's RUNPATH finds it in an installed tree; this covers other layouts.
@@ -134,4 +142,61 @@ BOX2D = NativeFamily(
 
 
 # The order in which the registry searches the modules and aiopool.list_envs() lists their ids.
-FAMILIES: tuple[NativeFamily, ...] = (CLASSIC_CONTROL, TOY_TEXT, MUJOCO, ATARI, BOX2D)
+DMC_VERSION = "1.0.50"  # dm_control, the reference: its models, tasks and MuJoCo (3.17.0)
+_DMC_MODELS: dict[tuple[Any, ...], str] = {}
+_DMC_STEPS: dict[tuple[Any, ...], tuple[int, float]] = {}
+_DMC_PREPARED = frozenset({"model_file", "control_steps", "step_limit"})
+_DMC_ENVIRONMENT = frozenset({"time_limit", "n_sub_steps", "flat_observation"})
+_DMC_DIR: list[tempfile.TemporaryDirectory[str]] = []
+
+
+def _prepare_dmc(env_id: str, config: dict[str, Any]) -> dict[str, Any]:
+    """dm_control builds the task (``suite.load(domain, task, task_kwargs, environment_kwargs)``)
+    once per id and kwargs: its compiled model is saved as a binary MJB file for the C++ envs,
+    with its control.Environment's n_sub_steps and step limit. The files live in a temporary
+    directory removed at exit."""
+    try:
+        from dm_control import suite
+    except ImportError as e:
+        raise ImportError(f"{env_id} builds its model with dm_control: pip install "
+                          f"dm-control=={DMC_VERSION} (or aiopool's dmc extra)") from e
+    import mujoco
+
+    domain, task = env_id.removeprefix("dmc/").split("-", 1)
+    time_limit, n_sub_steps = float(config["time_limit"]), int(config["n_sub_steps"])
+    if not time_limit > 0:
+        raise ValueError(f"{env_id}: time_limit is {time_limit!r}, expected seconds > 0 (inf: "
+                         "no limit)")
+    if n_sub_steps < 0:
+        raise ValueError(f"{env_id}: n_sub_steps is {n_sub_steps}, expected >= 1 (0: the task's)")
+    task_kwargs = {k: v for k, v in config.items() if k not in _DMC_PREPARED | _DMC_ENVIRONMENT}
+    key = (env_id, time_limit, n_sub_steps, *sorted(task_kwargs.items()))
+    if key not in _DMC_MODELS:
+        env = suite.load(domain, task,
+                         task_kwargs={"random": 0, "time_limit": time_limit, **task_kwargs},
+                         environment_kwargs={"n_sub_steps": n_sub_steps} if n_sub_steps else {})
+        if not _DMC_DIR:
+            _DMC_DIR.append(tempfile.TemporaryDirectory(prefix="aiopool-dmc-"))
+        path = os.path.join(_DMC_DIR[0].name, f"{len(_DMC_MODELS)}.mjb")
+        mujoco.mj_saveModel(env.physics.model.ptr, path, None)
+        _DMC_MODELS[key] = path
+        _DMC_STEPS[key] = (int(env._n_sub_steps), float(env._step_limit))
+    steps, limit = _DMC_STEPS[key]
+    return {**config, "model_file": _DMC_MODELS[key], "control_steps": steps,
+            "step_limit": limit if limit != float("inf") else 0.0}
+
+
+
+# The DeepMind Control Suite (dmc_module.cc): dm_control's tasks on the same libmujoco, ids
+# "dmc/<domain>-<task>".
+DMC = NativeFamily(
+    name="dmc", title="DeepMind Control Suite", module="_dmc",
+    ids=frozenset({"dmc/cheetah-run", "dmc/pendulum-swingup", "dmc/cartpole-balance",
+                   "dmc/cartpole-balance_sparse", "dmc/cartpole-swingup",
+                   "dmc/cartpole-swingup_sparse", "dmc/cartpole-two_poles",
+                   "dmc/cartpole-three_poles"}),
+    finite_actions=False, preload=_preload_mujoco,
+    prepared=_DMC_PREPARED, prepare=_prepare_dmc)
+
+
+FAMILIES: tuple[NativeFamily, ...] = (CLASSIC_CONTROL, TOY_TEXT, MUJOCO, ATARI, BOX2D, DMC)

@@ -336,9 +336,11 @@ nb::dict resolve_numpy_kernels() {
   k.cos_f64 = ufunc_loop("cos", NPY_DOUBLE);
   k.sin_f32 = ufunc_loop("sin", NPY_FLOAT);
   k.cos_f32 = ufunc_loop("cos", NPY_FLOAT);
+  k.exp_f64 = ufunc_loop("exp", NPY_DOUBLE);
+  k.log_f64 = ufunc_loop("log", NPY_DOUBLE);
   nb::dict d;
   d["ddot"] = resolve_ddot(k);
-  d["ufunc_loops"] = nb::make_tuple("sin", "cos");
+  d["ufunc_loops"] = nb::make_tuple("sin", "cos", "exp", "log");
   return d;
 }
 
@@ -357,7 +359,10 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
   m.def("_np_unary", [](const std::string& name, nb::ndarray<nb::numpy, const double, nb::ndim<1>> x) {
     std::vector<double> out(x.shape(0));
     for (std::size_t i = 0; i < out.size(); ++i)
-      out[i] = name == "sin" ? numpy_math::np_sin(x(i)) : numpy_math::np_cos(x(i));
+      out[i] = name == "sin"   ? numpy_math::np_sin(x(i))
+               : name == "cos" ? numpy_math::np_cos(x(i))
+               : name == "exp" ? numpy_math::np_exp(x(i))
+                               : numpy_math::np_log(x(i));
     return out;
   });
   m.def("_np_unary_f32", [](const std::string& name, nb::ndarray<nb::numpy, const float, nb::ndim<1>> x) {

@@ -1,5 +1,5 @@
-// `aiopool._native._mujoco`: gymnasium's MuJoCo v5 envs, linked against libmujoco.so.4.0.0 from
-// the mujoco-core==4.0.0 wheel (the binary gymnasium's envs step, so the physics is bit-equal).
+// `aiopool._native._mujoco`: gymnasium's MuJoCo v5 envs, linked against libmujoco.so.3.17.0 from
+// the mujoco==3.17.0 wheel (the binary gymnasium's envs step, so the physics is bit-equal).
 #include <nanobind/stl/array.h>
 
 #include "envs/mujoco/ant.h"
@@ -16,7 +16,7 @@ NB_MODULE(_mujoco, m) {
   if (mj_version() != mjVERSION_HEADER)
     throw std::runtime_error("aiopool._mujoco was built for MuJoCo " + std::to_string(mjVERSION_HEADER) +
                              " but loaded MuJoCo " + std::to_string(mj_version()) +
-                             "; reinstall aiopool against mujoco-core==4.0.0");
+                             "; reinstall aiopool against mujoco==3.17.0");
   // For tests/test_rng.py: n standard_normal draws from a PCG64 state (state_hi, state_lo,
   // inc_hi, inc_lo), exactly as the envs draw them.
   m.def("_standard_normal_draws", [](std::array<uint64_t, 4> s, std::size_t n) {

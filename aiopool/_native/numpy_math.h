@@ -1,6 +1,7 @@
 // numpy's own CPU-dispatched kernels, for the arithmetic the reference envs do through numpy.
 //
-// A reference env that calls np.sin / np.cos on a float64 or float32 value runs numpy's ufunc
+// A reference env that calls np.sin / np.cos (np.exp / np.log: the Control Suite's rewards) on
+// a float64 or float32 value runs numpy's ufunc
 // inner loop for this CPU (libm on X86_V2/V3; SVML on AVX-512 for float64; numpy's own FMA
 // polynomial for float32), and np.linalg.norm(v) is sqrt(0.0 + cblas_ddot(v, v)) in the OpenBLAS
 // numpy ships, whose kernel OpenBLAS picks per CPU (Haswell and SkylakeX kernels round
@@ -34,7 +35,7 @@ struct Loop {
 };
 
 struct Kernels {
-  Loop sin_f64, cos_f64, sin_f32, cos_f32;
+  Loop sin_f64, cos_f64, sin_f32, cos_f32, exp_f64, log_f64;
   Ddot64 ddot64 = nullptr;
   Ddot32 ddot32 = nullptr;
 };
@@ -72,6 +73,40 @@ inline float np_cos(float x) {
   return l.fn ? call_unary(l, x) : std::cos(x);
 }
 
+// np.sum / np.add.reduce of a contiguous array: numpy's pairwise summation (8 accumulators,
+// blocks of 128), in the array's own dtype.
+template <class T>
+T pairwise_sum(const T* a, std::size_t n) {
+  if (n < 8) {
+    T res = 0;
+    for (std::size_t i = 0; i < n; ++i) res += a[i];
+    return res;
+  }
+  if (n <= 128) {
+    T r[8];
+    for (std::size_t j = 0; j < 8; ++j) r[j] = a[j];
+    std::size_t i = 8;
+    for (; i < n - (n % 8); i += 8)
+      for (std::size_t j = 0; j < 8; ++j) r[j] += a[i + j];
+    T res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) res += a[i];
+    return res;
+  }
+  std::size_t n2 = n / 2;
+  n2 -= n2 % 8;
+  return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
+}
+
+// np.exp / np.log of a numpy float64 (AVX-512 CPUs take numpy's own SIMD kernels).
+inline double np_exp(double x) {
+  const Loop& l = kernels().exp_f64;
+  return l.fn ? call_unary(l, x) : std::exp(x);
+}
+inline double np_log(double x) {
+  const Loop& l = kernels().log_f64;
+  return l.fn ? call_unary(l, x) : std::log(x);
+}
+
 // v.dot(v) of a contiguous float64 vector, as numpy's DOUBLE_dot computes it: 0.0 + cblas_ddot.
 inline double np_dot_self(const double* v, std::size_t n) {
   const Kernels& k = kernels();
@@ -89,6 +124,9 @@ inline double np_norm(const double* v, std::size_t n) { return std::sqrt(np_dot_
 
 namespace aiopool {
 using numpy_math::np_cos;
+using numpy_math::np_exp;
+using numpy_math::np_log;
 using numpy_math::np_norm;
 using numpy_math::np_sin;
+using numpy_math::pairwise_sum;
 }  // namespace aiopool

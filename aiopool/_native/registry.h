@@ -28,7 +28,9 @@ struct EnvEntry {
 
   EnvSpec spec_for(const Config& config) const {
     EnvSpec s = spec(config);
-    s.max_episode_steps = max_episode_steps;
+    // The registered limit, unless the env works its own out of its config (the Control
+    // Suite's: time_limit over the control timestep).
+    if (s.max_episode_steps == 0) s.max_episode_steps = max_episode_steps;
     return s;
   }
 };

@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 import dm_env  # type: ignore[import-untyped,import-not-found,unused-ignore]
@@ -58,6 +59,9 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
                              "TimeStep of several envs is batched")
         pool = self._steps.pool
         self._obs_space = pool.single_observation_space
+        # A Dict observation's keys in the env's own order (the Control Suite's OrderedDict),
+        # where gymnasium's Dict space sorts them.
+        self._obs_keys = [key for key, _ in pool.spec.obs_parts] or None
         self._action_space = pool.single_action_space
         self._env_id = env_id
 
@@ -75,8 +79,10 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
             action = np.asarray(action)[None]
         return self._timestep(self._steps.step(action))
 
-    def observation_spec(self) -> specs.BoundedArray:
-        return _spec(self._obs_space, "observation", self._lead)
+    def observation_spec(self) -> Any:
+        """A ``BoundedArray``; for a Dict observation an ``OrderedDict`` of them by key (in the
+        env's order), for a Tuple one a tuple."""
+        return _spec(self._obs_space, "observation", self._lead, self._obs_keys)
 
     def action_spec(self) -> specs.BoundedArray:
         return _spec(self._action_space, "action", self._lead)
@@ -88,9 +94,9 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
         return specs.BoundedArray((self.num_envs,) if self.batched else (), np.float64, 0.0,
                                   1.0, name="discount")
 
-    def single_observation_spec(self) -> specs.BoundedArray:
+    def single_observation_spec(self) -> Any:
         """The observation spec of one env (a ``DiscreteArray`` for toy text's states)."""
-        return _spec(self._obs_space, "observation", None)
+        return _spec(self._obs_space, "observation", None, self._obs_keys)
 
     def single_action_spec(self) -> specs.BoundedArray:
         """The action spec of one env (a ``DiscreteArray`` for discrete actions)."""
@@ -109,12 +115,13 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
     def _timestep(self, rows: Rows) -> dm_env.TimeStep:
         elapsed = rows.info["elapsed_step"]
         if not self.batched:
+            obs = rows.obs[0] if type(rows.obs) is np.ndarray else _first(rows.obs)
             if elapsed[0] == 0:
-                return dm_env.TimeStep(dm_env.StepType.FIRST, None, None, rows.obs[0])
+                return dm_env.TimeStep(dm_env.StepType.FIRST, None, None, obs)
             terminated = bool(rows.terminated[0])
             last = terminated or bool(rows.truncated[0])
             return dm_env.TimeStep(dm_env.StepType.LAST if last else dm_env.StepType.MID,
-                                   rows.reward[0], _ZERO if terminated else _ONE, rows.obs[0])
+                                   rows.reward[0], _ZERO if terminated else _ONE, obs)
         # FIRST (0) on a reset, else MID (1), or LAST (2) where the episode ended. Array
         # operands only: a Python scalar (above all an IntEnum) sends numpy's ufuncs down a
         # slower path.
@@ -122,8 +129,16 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
         step_type = (rows.terminated | rows.truncated).view(np.int8) + stepped.view(np.int8)
         step_type *= stepped
         discount = (~rows.terminated).astype(np.float64)  # 0 where the episode terminated
+        obs = rows.obs if not isinstance(rows.obs, dict) else collections.OrderedDict(rows.obs)
         return dm_env.TimeStep(step_type=step_type, reward=rows.reward, discount=discount,
-                               observation=rows.obs)
+                               observation=obs)
+
+
+def _first(obs: Any) -> Any:
+    """Env 0's observation of a Dict (an ``OrderedDict``, as the Control Suite's) or Tuple one."""
+    if isinstance(obs, dict):
+        return collections.OrderedDict((key, value[0]) for key, value in obs.items())
+    return tuple(value[0] for value in obs)
 
 
 _ZERO, _ONE = np.float64(0.0), np.float64(1.0)  # the discount of one env
@@ -136,7 +151,13 @@ def _box_spec(space: gym.spaces.Box, name: str, num_envs: int | None) -> specs.B
                               np.broadcast_to(space.high, lead + space.shape), name=name)
 
 
-def _spec(space: gym.spaces.Space[Any], name: str, num_envs: int | None) -> specs.BoundedArray:
+def _spec(space: gym.spaces.Space[Any], name: str, num_envs: int | None,
+          keys: list[Any] | None = None) -> Any:
+    if isinstance(space, gym.spaces.Dict):
+        return collections.OrderedDict((key, _spec(space[key], key, num_envs))
+                                       for key in (keys or list(space.keys())))
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(_spec(part, f"{name}_{i}", num_envs) for i, part in enumerate(space))
     if isinstance(space, gym.spaces.Discrete):
         if num_envs is None:
             return specs.DiscreteArray(int(space.n), dtype=space.dtype, name=name)

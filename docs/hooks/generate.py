@@ -55,7 +55,7 @@ FAMILIES: dict[str, dict[str, str]] = {
     },
     "mujoco": {
         "title": "MuJoCo",
-        "reference": "gymnasium 1.4 on MuJoCo 4.0.0",
+        "reference": "gymnasium 1.4 on MuJoCo 3.17.0",
         "parity": "**bit for bit**: observations (and with them qpos/qvel), rewards, terminated, "
                   "truncated and every info value with its dtype, from the same seeds, through "
                   "autoresets, with default and non-default kwargs",
@@ -84,6 +84,16 @@ FAMILIES: dict[str, dict[str, str]] = {
         "frames": "gymnasium's own pygame drawing of the env's state, LunarLander's engine "
                   "particles and BipedalWalker's terrain, clouds and lidar included "
                   "(`pip install -e \".[render]\"`)",
+    },
+    "dmc": {
+        "title": "DeepMind Control Suite",
+        "reference": "dm_control 1.0.50 on MuJoCo 3.17.0",
+        "parity": "**bit for bit**: the observation dict (keys in dm_control's order, dtypes, "
+                  "values), rewards, and episode ends (LAST with discount 1 is a truncation, "
+                  "discount 0 a termination), from the same `RandomState` seeds, through resets, "
+                  "in every autoreset mode, with `time_limit`, `n_sub_steps` and task kwargs",
+        "test": "tests/test_parity_dmc.py",
+        "frames": "",
     },
 }
 # Envs with no reference implementation.
@@ -147,7 +157,8 @@ def catalogue() -> str:
             spec = pool.spec
         keys, _ = registry._module_for(env_id).env_config(env_id)
         family = registry.family_of(env_id)
-        hidden = family.render_config if family is not None else frozenset()  # set by make
+        # set by make
+        hidden = (family.render_config | family.prepared) if family is not None else frozenset()
         by_family[spec.family or ""].append((env_id, spec, [k for k in keys
                                                              if k[0] not in hidden]))
 

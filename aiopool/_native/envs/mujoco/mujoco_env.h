@@ -6,7 +6,7 @@
 // `_step_mujoco_simulation`: ctrl = the float32 action widened to double, mj_step frame_skip
 // times, then mj_rnePostConstraint (which fills cfrc_ext). A reset is mj_resetData, the env's
 // draws, then set_state (qpos, qvel, mj_forward). The same libmujoco binary as gymnasium's
-// (mujoco-core==4.0.0) gives the same bits; the rest is numpy's arithmetic, reproduced below
+// (mujoco==3.17.0) gives the same bits; the rest is numpy's arithmetic, reproduced below
 // (built with -ffp-contract=off) where numpy's code is the same on every CPU, and called in
 // numpy itself where it is CPU-dispatched (np.linalg.norm, np.sin, np.cos: numpy_math.h).
 //
@@ -47,34 +47,11 @@
 #include "../../numpy_math.h"
 #include "../../registry.h"
 #include "../../rng_normal.h"
+#include "errors.h"
 
 namespace aiopool::mujoco {
 
 // ---- numpy's arithmetic ---------------------------------------------------------------------
-
-// np.sum / np.add.reduce of a contiguous array: numpy's pairwise summation (8 accumulators,
-// blocks of 128), in the array's own dtype.
-template <class T>
-T pairwise_sum(const T* a, std::size_t n) {
-  if (n < 8) {
-    T res = 0;
-    for (std::size_t i = 0; i < n; ++i) res += a[i];
-    return res;
-  }
-  if (n <= 128) {
-    T r[8];
-    for (std::size_t j = 0; j < 8; ++j) r[j] = a[j];
-    std::size_t i = 8;
-    for (; i < n - (n % 8); i += 8)
-      for (std::size_t j = 0; j < 8; ++j) r[j] += a[i + j];
-    T res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; ++i) res += a[i];
-    return res;
-  }
-  std::size_t n2 = n / 2;
-  n2 -= n2 % 8;
-  return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
-}
 
 // np.sum(np.square(a)).
 template <class T>
@@ -98,48 +75,6 @@ inline double pow2(double x) {
   double y = 2.0;
   asm("" : "+x"(y));
   return std::pow(x, y);
-}
-
-// ---- MuJoCo errors on this thread -----------------------------------------------------------
-
-extern "C" {
-MJAPI mjfLogHandler _mjPRIVATE_setTlsLogHandler(mjfLogHandler handler);
-MJAPI mjfLogHandler _mjPRIVATE_getGlobalLogHandler(void);
-}
-
-struct ErrorTrap {
-  std::jmp_buf jump;
-  char message[1024];
-};
-inline thread_local ErrorTrap t_trap;
-
-// Errors jump back to `trapped`; warnings go on to the process's handler, as without a trap.
-inline void trap_log(const mjLogMessage* msg) {
-  if (msg->level == mjLOG_ERROR) {
-    std::snprintf(t_trap.message, sizeof t_trap.message, "%s", msg->subject);
-    std::longjmp(t_trap.jump, 1);
-  }
-  if (mjfLogHandler global = _mjPRIVATE_getGlobalLogHandler()) global(msg);
-}
-
-// Runs f (MuJoCo calls on plain data only: a longjmp skips destructors); false if MuJoCo raised
-// an error, whose message is then in t_trap.message.
-template <class F>
-[[gnu::noinline]] bool trapped(F f) {
-  _mjPRIVATE_setTlsLogHandler(&trap_log);
-  if (setjmp(t_trap.jump) != 0) {
-    _mjPRIVATE_setTlsLogHandler(nullptr);
-    return false;
-  }
-  f();
-  _mjPRIVATE_setTlsLogHandler(nullptr);
-  return true;
-}
-
-// Everything but warnings goes on to the process's handler.
-inline void drop_warnings(const mjLogMessage* msg) {
-  if (msg->level == mjLOG_WARNING) return;
-  if (mjfLogHandler global = _mjPRIVATE_getGlobalLogHandler()) global(msg);
 }
 
 // ---- the model cache ------------------------------------------------------------------------

@@ -1,0 +1,25 @@
+// `aiopool._native._dmc`: the DeepMind Control Suite's tasks (dm_control 1.0.50), linked
+// against libmujoco.so.3.17.0 from the mujoco==3.17.0 wheel, dm_control's own MuJoCo.
+#include <nanobind/stl/vector.h>
+
+#include "envs/dmc/cartpole.h"
+#include "envs/dmc/cheetah.h"
+#include "envs/dmc/pendulum.h"
+#include "module.h"
+
+NB_MODULE(_dmc, m) {
+  if (mj_version() != mjVERSION_HEADER)
+    throw std::runtime_error("aiopool._dmc was built for MuJoCo " + std::to_string(mjVERSION_HEADER) +
+                             " but loaded MuJoCo " + std::to_string(mj_version()) +
+                             "; reinstall aiopool against mujoco==3.17.0");
+  // For tests/test_rng.py: RandomState(seed)'s draws, as the tasks make them: "sample"
+  // (random_sample), "normal" (standard_normal), in the order given.
+  m.def("_random_state_draws", [](uint32_t seed, const std::vector<std::string>& kinds) {
+    aiopool::dmc::RandomState r;
+    r.seed(seed);
+    std::vector<double> out;
+    for (const std::string& k : kinds) out.push_back(k == "normal" ? r.standard_normal() : r.random_sample());
+    return out;
+  });
+  aiopool::define_pool_module(m, "aiopool's DeepMind Control Suite envs, stepped by the native engine.");
+}

@@ -1,0 +1,393 @@
+// What dm_control's Control Suite (1.0.50) does for every task: control.Environment's episode
+// loop, mujoco.Physics's step and reset, base.Task's action handling, numpy's legacy RandomState
+// and dm_control.utils.rewards.tolerance. A domain header (cheetah.h, ...) adds its task's
+// initialize_episode, observation and reward; `Dmc<Task>` makes it an aiopool env.
+//
+// The model: dm_control builds each task's model in Python (some in code: swimmer's links,
+// cartpole's poles), so the registry asks dm_control itself at make() for the task's compiled
+// model and saves it as MuJoCo's binary model (aiopool/_native/families.py, `_prepare_dmc`):
+// `model_file` (the .mjb), `control_steps` (control.Environment's n_sub_steps) and `step_limit`
+// (time_limit / control timestep) are config keys the registry fills and users never set. The
+// same libmujoco as dm_control's (mujoco==3.17.0) then gives the same bits. Each env holds its
+// own copy of the model: a reset switches actuation off in it (dm_control's
+// `model.disable('actuation')`), and some tasks change it per episode.
+//
+// Episodes: a reset is physics.reset_context() (mj_resetData, mj_forward without actuation,
+// the task's initialize_episode, mj_forward without actuation) and the first observation; a step
+// sets ctrl to the action (float64, as np.copyto), steps the physics n_sub_steps times in
+// dm_control's legacy way (mj_step2, mj_step n-1 times, mj_step1), and returns the task's reward
+// and observation. control.Environment's step limit (`step_count >= step_limit`) is the pool's
+// time limit, ceil(step_limit), so it ends episodes as truncated (dm_env: LAST, discount 1); a
+// task's termination (discount 0) is `terminated`.
+//
+// Errors: dm_control raises PhysicsError when a MuJoCo warning (divergence, a bad control) comes
+// during a step; here the episode ends there (truncated, reward 0) and the warning's name is the
+// env's error (pool.env_error). A mju_error (mujoco.FatalError in Python) is trapped as the
+// MuJoCo family traps it (../mujoco/errors.h) and ends the episode the same way.
+#pragma once
+
+#include <mujoco/mujoco.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../../env.h"
+#include "../../numpy_math.h"
+#include "../../registry.h"
+#include "../mujoco/errors.h"
+
+namespace aiopool::dmc {
+
+// ---- numpy's legacy RandomState (MT19937), as the suite's tasks draw from it ------------------
+
+class RandomState {
+ public:
+  // RandomState(seed) for 0 <= seed < 2**32: MT19937's init_genrand (numpy's mt19937_seed).
+  void seed(uint32_t s) {
+    for (int i = 0; i < kN; ++i) {
+      key_[i] = s;
+      s = 1812433253U * (s ^ (s >> 30)) + static_cast<uint32_t>(i) + 1U;
+    }
+    pos_ = kN;
+    has_gauss_ = false;
+    gauss_ = 0.0;
+  }
+
+  uint32_t next_uint32() {
+    if (pos_ == kN) generate();
+    uint32_t y = key_[pos_++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680U;
+    y ^= (y << 15) & 0xefc60000U;
+    y ^= y >> 18;
+    return y;
+  }
+
+  // random_sample(): 53 bits from two draws.
+  double random_sample() {
+    const double a = next_uint32() >> 5, b = next_uint32() >> 6;
+    return (a * 67108864.0 + b) / 9007199254740992.0;
+  }
+
+  // uniform(low, high): low + (high - low) * random_sample(), elementwise for arrays.
+  double uniform(double low, double high) { return low + (high - low) * random_sample(); }
+
+  // standard_normal() / randn(): the legacy polar method, which keeps its second value.
+  double standard_normal() {
+    if (has_gauss_) {
+      has_gauss_ = false;
+      const double g = gauss_;
+      gauss_ = 0.0;
+      return g;
+    }
+    double x1, x2, r2;
+    do {
+      x1 = 2.0 * random_sample() - 1.0;
+      x2 = 2.0 * random_sample() - 1.0;
+      r2 = x1 * x1 + x2 * x2;
+    } while (r2 >= 1.0 || r2 == 0.0);
+    const double f = std::sqrt(-2.0 * std::log(r2) / r2);
+    gauss_ = f * x1;
+    has_gauss_ = true;
+    return f * x2;
+  }
+
+ private:
+  static constexpr int kN = 624, kM = 397;
+  void generate() {
+    constexpr uint32_t kUpper = 0x80000000U, kLower = 0x7fffffffU, kMatrix = 0x9908b0dfU;
+    auto twist = [&](uint32_t a, uint32_t b, uint32_t c) {
+      const uint32_t y = (a & kUpper) | (b & kLower);
+      return c ^ (y >> 1) ^ ((0U - (y & 1U)) & kMatrix);
+    };
+    int i = 0;
+    for (; i < kN - kM; ++i) key_[i] = twist(key_[i], key_[i + 1], key_[i + kM]);
+    for (; i < kN - 1; ++i) key_[i] = twist(key_[i], key_[i + 1], key_[i + kM - kN]);
+    key_[kN - 1] = twist(key_[kN - 1], key_[0], key_[kM - 1]);
+    pos_ = 0;
+  }
+
+  std::array<uint32_t, kN> key_{};
+  int pos_ = kN;
+  bool has_gauss_ = false;
+  double gauss_ = 0.0;
+};
+
+// ---- dm_control.utils.rewards.tolerance, on a float64 scalar --------------------------------
+
+enum class Sigmoid : uint8_t { kGaussian, kLinear, kQuadratic };
+
+// `x ** 2` on a numpy float64 scalar is libm pow (see mujoco_env.h's pow2).
+inline double pow2(double x) {
+  double y = 2.0;
+  asm("" : "+x"(y));
+  return std::pow(x, y);
+}
+
+inline double sigmoid(double x, double value_at_1, Sigmoid kind, bool element) {
+  auto square = [element](double v) { return element ? v * v : pow2(v); };
+  switch (kind) {
+    case Sigmoid::kGaussian: {
+      const double scale = std::sqrt(-2.0 * np_log(value_at_1));
+      return np_exp(-0.5 * square(x * scale));
+    }
+    case Sigmoid::kLinear: {
+      const double scaled = x * (1.0 - value_at_1);
+      return std::fabs(scaled) < 1.0 ? 1.0 - scaled : 0.0;
+    }
+    case Sigmoid::kQuadratic: {
+      const double scaled = x * std::sqrt(1.0 - value_at_1);
+      return std::fabs(scaled) < 1.0 ? 1.0 - square(scaled) : 0.0;
+    }
+  }
+  return 0.0;
+}
+
+// tolerance(x, bounds=(lower, upper), margin, sigmoid, value_at_margin) for a scalar x, or
+// with `element` for one element of an array x: numpy squares array elements (`a ** 2` is
+// np.square, x * x) where a float64 scalar's `** 2` is libm's pow.
+inline double tolerance(double x, double lower, double upper, double margin = 0.0,
+                        Sigmoid kind = Sigmoid::kGaussian, double value_at_margin = 0.1,
+                        bool element = false) {
+  const bool in_bounds = lower <= x && x <= upper;
+  if (margin == 0.0) return in_bounds ? 1.0 : 0.0;
+  const double d = (x < lower ? lower - x : x - upper) / margin;
+  return in_bounds ? 1.0 : sigmoid(d, value_at_margin, kind, element);
+}
+
+// ---- mujoco.Physics --------------------------------------------------------------------------
+
+struct ModelDeleter {
+  void operator()(mjModel* m) const { mj_deleteModel(m); }
+};
+struct DataDeleter {
+  void operator()(mjData* d) const { mj_deleteData(d); }
+};
+
+// The task's compiled model, loaded once per file and shared read-only (envs copy it).
+inline std::shared_ptr<const mjModel> load_model(const std::string& path) {
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<const mjModel>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::weak_ptr<const mjModel>& slot = cache[path];
+  std::shared_ptr<const mjModel> model = slot.lock();
+  if (!model) {
+    mjModel* m = mj_loadModel(path.c_str(), nullptr);
+    if (m == nullptr) throw std::runtime_error("could not load the Control Suite model " + path);
+    model = std::shared_ptr<const mjModel>(m, ModelDeleter());
+    slot = model;
+  }
+  return model;
+}
+
+class Physics {
+ public:
+  explicit Physics(const mjModel* shared)
+      : model_(mj_copyModel(nullptr, shared)), data_(mj_makeData(model_.get())) {
+    if (!data_) throw std::runtime_error("mj_makeData failed");
+  }
+
+  mjModel* model() { return model_.get(); }
+  const mjModel* model() const { return model_.get(); }
+  mjData* data() { return data_.get(); }
+  const mjData* data() const { return data_.get(); }
+
+  // Physics.reset(): mj_resetData, then forward() without actuation.
+  void reset() {
+    mj_resetData(model_.get(), data_.get());
+    forward_without_actuation();
+  }
+  // Physics.after_reset() / the actuation-free forward of a reset.
+  void forward_without_actuation() {
+    int& flags = model_->opt.disableflags;
+    const int before = flags;
+    flags |= mjDSBL_ACTUATION;
+    mj_forward(model_.get(), data_.get());
+    flags = before;
+  }
+  // Physics.step(nstep) with legacy_step (dm_control's default).
+  void step(int nstep) {
+    if (model_->opt.integrator != mjINT_RK4) {
+      mj_step2(model_.get(), data_.get());
+      for (int i = 1; i < nstep; ++i) mj_step(model_.get(), data_.get());
+    } else {
+      for (int i = 0; i < nstep; ++i) mj_step(model_.get(), data_.get());
+    }
+    mj_step1(model_.get(), data_.get());
+  }
+
+  // The warning counts, to tell whether MuJoCo warned during a call (check_invalid_state).
+  std::array<int, mjNWARNING> warnings() const {
+    std::array<int, mjNWARNING> w{};
+    for (int i = 0; i < mjNWARNING; ++i) w[i] = data_->warning[i].number;
+    return w;
+  }
+
+  int id(mjtObj type, const char* name) const {
+    const int i = mj_name2id(model_.get(), type, name);
+    if (i < 0) throw std::invalid_argument(std::string("the model has no object named '") + name + "'");
+    return i;
+  }
+
+ private:
+  std::unique_ptr<mjModel, ModelDeleter> model_;
+  std::unique_ptr<mjData, DataDeleter> data_;
+};
+
+inline const char* warning_name(int i) {
+  switch (i) {
+    case mjWARN_INERTIA:
+      return "mjWARN_INERTIA";
+    case mjWARN_CONTACTFULL:
+      return "mjWARN_CONTACTFULL";
+    case mjWARN_CNSTRFULL:
+      return "mjWARN_CNSTRFULL";
+    case mjWARN_BADQPOS:
+      return "mjWARN_BADQPOS";
+    case mjWARN_BADQVEL:
+      return "mjWARN_BADQVEL";
+    case mjWARN_BADQACC:
+      return "mjWARN_BADQACC";
+    case mjWARN_BADCTRL:
+      return "mjWARN_BADCTRL";
+    default:
+      return "mjWARN_?";
+  }
+}
+
+// ---- the env ---------------------------------------------------------------------------------
+
+// A task: its task kwargs (`task_keys()`: suite.load's task_kwargs beyond time_limit and
+// random), its observation parts for a config (`parts(config)`: dm_control's OrderedDict, names
+// and sizes), and
+//   void initialize_episode(Physics&, RandomState&);
+//   void observe(const Physics&, double* out);   // the parts, one after another
+//   double reward(const Physics&) const;
+//   bool terminated(const Physics&) const;       // get_termination() == 0.0 (most: never)
+// built from (const Physics&, const Config&).
+struct Part {
+  std::string name;
+  int64_t size;  // 0: a scalar (shape ())
+};
+
+template <class Task>
+class Dmc {
+ public:
+  using Action = double;
+
+  static std::vector<ConfigKey> config_keys() {
+    std::vector<ConfigKey> keys = {{"time_limit", ConfigKey::Kind::kFloat, Task::kTimeLimit},
+                                   {"n_sub_steps", ConfigKey::Kind::kInt, 0.0},
+                                   {"flat_observation", ConfigKey::Kind::kBool, 0.0},
+                                   {"model_file", ConfigKey::Kind::kString, 0.0, ""},
+                                   {"control_steps", ConfigKey::Kind::kInt, 1.0},
+                                   {"step_limit", ConfigKey::Kind::kFloat, 0.0}};
+    for (const ConfigKey& k : Task::task_keys()) keys.push_back(k);
+    return keys;
+  }
+
+  static EnvSpec spec(const Config& config) {
+    EnvSpec s;
+    const std::vector<Part> parts = Task::parts(config);
+    int64_t total = 0;
+    for (const Part& p : parts) total += p.size == 0 ? 1 : p.size;
+    const double inf = std::numeric_limits<double>::infinity();
+    s.observation_space = {Space::Kind::kBox,
+                           DType::kFloat64,
+                           {total},
+                           std::vector<double>(total, -inf),
+                           std::vector<double>(total, inf)};
+    if (!config.get_bool("flat_observation")) {
+      s.obs_dict = true;
+      for (const Part& p : parts) {
+        const int64_t n = p.size == 0 ? 1 : p.size;
+        std::vector<int64_t> shape;
+        if (p.size != 0) shape.push_back(p.size);
+        s.obs_parts.push_back({p.name,
+                               {Space::Kind::kBox, DType::kFloat64, shape, std::vector<double>(n, -inf),
+                                std::vector<double>(n, inf)}});
+      }
+    }
+    const std::string& path = config.get_string("model_file");
+    if (path.empty()) throw std::invalid_argument("the Control Suite envs are made through aiopool.make");
+    const std::shared_ptr<const mjModel> m = load_model(path);
+    std::vector<double> low(static_cast<std::size_t>(m->nu)), high(low.size());
+    for (int i = 0; i < m->nu; ++i) {
+      const bool limited = m->actuator_ctrllimited[i] != 0;
+      low[i] = limited ? m->actuator_ctrlrange[2 * i] : -inf;
+      high[i] = limited ? m->actuator_ctrlrange[2 * i + 1] : inf;
+    }
+    s.action_space = {Space::Kind::kBox, DType::kFloat64, {m->nu}, low, high};
+    const double limit = config.get("step_limit");
+    s.max_episode_steps = std::isfinite(limit) && limit > 0 ? static_cast<int>(std::ceil(limit)) : 0;
+    s.finite_actions = false;
+    s.max_seed = std::numeric_limits<uint32_t>::max();  // RandomState's seeds
+    return s;
+  }
+
+  explicit Dmc(const Config& config)
+      : physics_(load_model(config.get_string("model_file")).get()),
+        task_(physics_, config),
+        control_steps_(static_cast<int>(config.get_int("control_steps"))) {}
+
+  void reset(Rng& rng) {
+    if (const int64_t seed = rng.take_seed(); seed >= 0) random_.seed(static_cast<uint32_t>(seed));
+    failed_ = false;
+    physics_.reset();  // reset_context(): a PhysicsError here is ignored, as dm_control does
+    task_.initialize_episode(physics_, random_);
+    const auto before = physics_.warnings();
+    physics_.forward_without_actuation();
+    check(before);
+  }
+
+  StepResult step(const Action* action, Rng&) {
+    mjData* d = physics_.data();
+    std::memcpy(d->ctrl, action, sizeof(double) * static_cast<std::size_t>(physics_.model()->nu));
+    const auto before = physics_.warnings();
+    if (!mujoco::trapped([this] { physics_.step(control_steps_); })) {
+      error_ = std::string("mujoco.FatalError: ") + mujoco::t_trap.message;
+      failed_ = true;
+      mj_resetData(physics_.model(), physics_.data());
+      return {0.0, false, true};
+    }
+    if (!check(before)) return {0.0, false, true};
+    return {task_.reward(physics_), task_.terminated(physics_), false};
+  }
+
+  void write(Row& row) const { task_.observe(physics_, row.obs_as<double>()); }
+
+  bool failed() const { return failed_; }
+  const std::string& error() const { return error_; }  // the last one, kept through resets
+
+ private:
+  // dm_control's check_invalid_state: warnings that came during the call are a PhysicsError,
+  // named as dm_control names them.
+  bool check(const std::array<int, mjNWARNING>& before) {
+    const auto after = physics_.warnings();
+    std::string names;
+    for (int i = 0; i < mjNWARNING; ++i)
+      if (after[i] > before[i]) names += (names.empty() ? "" : ", ") + std::string(warning_name(i));
+    if (names.empty()) return true;
+    error_ = "PhysicsError: Physics state is invalid. Warning(s) raised: " + names;
+    failed_ = true;
+    return false;
+  }
+
+  Physics physics_;
+  Task task_;
+  RandomState random_;
+  int control_steps_;
+  bool failed_ = false;
+  std::string error_;
+};
+
+}  // namespace aiopool::dmc

@@ -1,0 +1,268 @@
+"""The DeepMind Control Suite: every row of a pool equals dm_control 1.0.50's task, bit for bit.
+
+Each case steps a pool of 4 envs and, beside it, 4 ``suite.load(domain, task, task_kwargs={
+"random": seed + i, ...})`` environments with the same actions, and compares the observation
+dict (every key, its order, dtype and bytes), the reward, and how the episode ends
+(dm_control's LAST with discount 1 is the pool's truncation at the step limit; discount 0 its
+termination) at every step, through episode ends and resets, in each autoreset mode:
+``next_step`` as dm_control's own step after a LAST, ``same_step`` (the final observation in
+``info["final_obs"]``) and ``disabled`` (the test resets ended envs). Short ``time_limit``s make
+many episodes; a pumping policy (push along the velocity) makes the rewards nonzero (not the
+sparse swing-ups': a pole held within 6 degrees of upright needs a trained policy; their sparse
+reward is balance_sparse's, which is rewarded). Seeds are dm_control's: env ``i`` draws from
+``RandomState(seed + i)`` and a reset without a seed continues the stream, as dm_control's task
+keeps its ``random``.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from helpers import step_in_mode
+
+import aiopool
+from aiopool import registry
+from aiopool._native.families import DMC
+
+suite = pytest.importorskip("dm_control.suite", reason="needs dm-control: pip install -e '.[test]'")
+
+NUM_ENVS = 4
+MODES = ["next_step", "same_step", "disabled"]
+DMC_IDS = sorted(i for i in aiopool.list_envs() if registry.family_of(i) is DMC)
+
+# (id, kwargs of make and suite.load, steps): every id, with short time limits mostly; one
+# default limit (1,000 steps), other n_sub_steps, and the task kwargs of three_poles.
+CASES: list[tuple[str, dict[str, Any], int]] = [
+    *((env_id, {"time_limit": 1.0}, 400) for env_id in DMC_IDS),
+    ("dmc/pendulum-swingup", {}, 1100),
+    ("dmc/cheetah-run", {"time_limit": 2.0, "n_sub_steps": 3}, 300),
+    ("dmc/cartpole-three_poles", {"time_limit": 1.0, "num_poles": 4, "sparse": True}, 300),
+    ("dmc/cartpole-swingup_sparse", {"time_limit": 5.0}, 700),
+]
+
+ENVIRONMENT_KWARGS = ("n_sub_steps", "flat_observation")
+
+
+def _case_id(case: tuple[str, dict[str, Any], int]) -> str:
+    return case[0].removeprefix("dmc/") + "".join(f"-{k}={v}" for k, v in case[1].items())
+
+
+class Reference:
+    """dm_control's environments, driven with the pool's autoreset semantics."""
+
+    def __init__(self, env_id: str, kwargs: dict[str, Any], seed: int, mode: str) -> None:
+        domain, task = env_id.removeprefix("dmc/").split("-", 1)
+        task_kwargs = {k: v for k, v in kwargs.items() if k not in ENVIRONMENT_KWARGS}
+        env_kwargs = {k: v for k, v in kwargs.items() if k in ENVIRONMENT_KWARGS}
+        self.envs = [suite.load(domain, task, task_kwargs={"random": seed + i, **task_kwargs},
+                                environment_kwargs=env_kwargs) for i in range(NUM_ENVS)]
+        self.mode = mode
+        self.ended = np.zeros(NUM_ENVS, dtype=bool)
+
+    def reset(self, ids: list[int]) -> dict[int, Any]:
+        rows = {}
+        for i in ids:
+            rows[i] = (self.envs[i].reset().observation, 0.0, False, False, None)
+            self.ended[i] = False
+        return rows
+
+    def step(self, actions: npt.NDArray[np.float64], ids: list[int]) -> dict[int, Any]:
+        rows = {}
+        for i in ids:
+            assert not (self.ended[i] and self.mode == "disabled"), "reset ended envs first"
+            ts = self.envs[i].step(actions[i])
+            if ts.first():  # dm_control's step after a LAST starts a new episode
+                rows[i] = (ts.observation, 0.0, False, False, None)
+                self.ended[i] = False
+                continue
+            terminated = ts.last() and ts.discount == 0.0
+            truncated = ts.last() and not terminated
+            final = None
+            if ts.last() and self.mode == "same_step":
+                final, obs = ts.observation, self.envs[i].reset().observation
+            else:
+                obs = ts.observation
+                self.ended[i] = ts.last()
+            rows[i] = (obs, float(ts.reward), terminated, truncated, final)
+        return rows
+
+
+def _same_obs(got: Any, want: collections.OrderedDict[str, Any], row: int, where: str) -> None:
+    assert list(got) == list(want), f"{where}: keys {list(got)} != dm_control's {list(want)}"
+    for key, value in want.items():
+        mine = np.asarray(got[key][row])
+        value = np.asarray(value)
+        assert mine.dtype == value.dtype and mine.shape == value.shape, (
+            f"{where}: {key} {mine.dtype}{mine.shape} != dm_control's {value.dtype}{value.shape}")
+        assert mine.tobytes() == value.tobytes(), (
+            f"{where}: {key} {mine.tolist()} != dm_control's {value.tolist()}")
+
+
+def _assert_rows(batch: aiopool.Batch, expected: dict[int, Any], where: str) -> int:
+    assert sorted(batch.env_id.tolist()) == sorted(expected), f"{where}: env ids {batch.env_id}"
+    ended = 0
+    for row, i in enumerate(batch.env_id.tolist()):
+        obs, reward, terminated, truncated, final = expected[i]
+        at = f"{where}, env {i}"
+        _same_obs(batch.obs, obs, row, at)
+        got = float(batch.reward[row])
+        assert np.float64(got).tobytes() == np.float64(reward).tobytes(), (
+            f"{at}: reward {got!r} != dm_control's {reward!r}")
+        assert bool(batch.terminated[row]) == terminated, f"{at}: terminated"
+        assert bool(batch.truncated[row]) == truncated, f"{at}: truncated"
+        if final is not None:
+            _same_obs(batch.info["final_obs"], final, row, f"{at} final_obs")
+        ended += terminated or truncated
+    return ended
+
+
+def _pump(obs: dict[str, npt.NDArray[np.float64]], rng: np.random.Generator,
+          nu: int) -> npt.NDArray[np.float64]:
+    """Push along the last velocity (energy into swinging poles), with noise."""
+    push = np.sign(obs["velocity"][:, -1:]) * np.ones((1, nu))
+    noise = rng.uniform(-1.0, 1.0, push.shape)
+    return np.where(rng.random(push.shape) < 0.3, noise, push)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("env_id", "kwargs", "steps"), CASES, ids=[_case_id(c) for c in CASES])
+async def test_matches_dm_control_step_by_step(env_id: str, kwargs: dict[str, Any], steps: int,
+                                               mode: str) -> None:
+    seed = 2024
+    ref = Reference(env_id, kwargs, seed, mode)
+    with aiopool.make(env_id, num_envs=NUM_ENVS, num_threads=2, seed=seed, autoreset=mode,
+                      **kwargs) as pool:
+        nu = pool.single_action_space.shape[0]
+        spec = ref.envs[0].action_spec()
+        assert (spec.shape, spec.dtype) == (pool.single_action_space.shape,
+                                            pool.single_action_space.dtype)
+        assert spec.minimum.tolist() == pool.single_action_space.low.tolist()
+        assert spec.maximum.tolist() == pool.single_action_space.high.tolist()
+        assert pool.spec.max_episode_steps == int(np.ceil(ref.envs[0]._step_limit))
+        pool.async_reset()
+        batch = await pool.recv()
+        expected = ref.reset(list(range(NUM_ENVS)))
+        _assert_rows(batch, expected, "reset")
+        obs = {key: np.stack([expected[i][0][key] for i in range(NUM_ENVS)])
+               for key in expected[0][0]}
+        rng = np.random.default_rng(seed)
+        episodes, rewarded = 0, 0
+        for t in range(steps):
+            actions = _pump(obs, rng, nu)
+            batch, expected = await step_in_mode(pool, ref, actions, mode)
+            episodes += _assert_rows(batch, expected, f"step {t}")
+            rewarded += int(np.count_nonzero(batch.reward))
+            obs = {key: np.stack([expected[i][0][key] for i in range(NUM_ENVS)])
+                   for key in expected[0][0]}
+        assert episodes >= NUM_ENVS, f"only {episodes} episodes ended; the test covers too little"
+        if not (env_id.endswith("swingup_sparse") or kwargs.get("sparse")):
+            assert rewarded > 0, "no step was rewarded; the test covers too little of the reward"
+
+
+def test_ids_specs_and_kwargs_are_dm_control_s() -> None:
+    """Every task of the implemented domains has its id; specs and kwargs as suite.load's."""
+    domains = {i.removeprefix("dmc/").split("-")[0] for i in DMC_IDS}
+    for domain, task in suite.ALL_TASKS:
+        if domain in domains:
+            assert f"dmc/{domain}-{task}" in DMC_IDS, (domain, task)
+    for env_id in DMC_IDS:
+        domain, task = env_id.removeprefix("dmc/").split("-", 1)
+        env = suite.load(domain, task, task_kwargs={"random": 0})
+        with aiopool.make(env_id, num_envs=1) as pool:
+            space = pool.single_observation_space
+            assert sorted(space.keys()) == sorted(env.observation_spec())
+            assert [k for k, _ in pool.spec.obs_parts] == list(env.observation_spec())
+            for key, value in env.observation_spec().items():
+                assert (space[key].shape, space[key].dtype) == (value.shape, value.dtype)
+            assert "model_file" not in pool.spec.config
+    with aiopool.make("dmc/cheetah-run", num_envs=2, flat_observation=True) as pool:
+        assert pool.single_observation_space.shape == (17,)
+        pool.async_reset()
+        batch = pool.recv_blocking()
+        assert isinstance(batch.obs, np.ndarray) and batch.obs.shape == (2, 17)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"model_file": "x.mjb"}, TypeError, "unexpected keyword argument 'model_file'"),
+    ({"time_limit": 0.0}, ValueError, "time_limit is 0.0, expected seconds > 0"),
+    ({"n_sub_steps": -1}, ValueError, "n_sub_steps is -1"),
+    ({"num_poles": 2}, TypeError, "unexpected keyword argument 'num_poles'"),
+])
+def test_bad_kwargs_are_clear_errors(kwargs: dict[str, Any], error: type[Exception],
+                                     match: str) -> None:
+    with pytest.raises(error, match=match):
+        aiopool.make("dmc/cartpole-swingup", **kwargs)
+
+
+def test_random_state_draws_are_numpy_s() -> None:
+    """The tasks' RandomState: random_sample and the legacy Gaussian (which keeps its second
+    value), interleaved, equal numpy's RandomState's draws."""
+    from aiopool._native import _dmc
+
+    kinds = ["sample", "normal", "normal", "sample", "normal"] * 200
+    for seed in (0, 1, 2024, 2**32 - 1):
+        ref = np.random.RandomState(seed)
+        want = [ref.random_sample() if k == "sample" else ref.standard_normal() for k in kinds]
+        assert _dmc._random_state_draws(seed, kinds) == want, seed
+
+
+@pytest.mark.parametrize("env_id", ["dmc/cheetah-run", "dmc/cartpole-three_poles"])
+def test_gymnasium_adapter_steps_as_dm_control(env_id: str) -> None:
+    """``make_gymnasium``: Dict observations of dm_control's values (same_step: the ended
+    episode's observation in ``final_obs``), terminations and truncations as dm_control ends
+    its episodes, through several time limits."""
+    domain, task = env_id.removeprefix("dmc/").split("-", 1)
+    refs = [suite.load(domain, task, task_kwargs={"random": 7 + i, "time_limit": 0.1})
+            for i in range(2)]
+    envs = aiopool.make_gymnasium(env_id, 2, time_limit=0.1, autoreset_mode="same_step")
+    try:
+        obs, _ = envs.reset(seed=7)
+        for i, ref in enumerate(refs):
+            _same_obs(obs, ref.reset().observation, i, "reset")
+        rng = np.random.default_rng(0)
+        ends = 0
+        for t in range(35):
+            actions = rng.uniform(-1, 1, envs.action_space.shape)
+            obs, reward, terminated, truncated, info = envs.step(actions)
+            for i, ref in enumerate(refs):
+                ts = ref.step(actions[i])
+                assert reward[i] == ts.reward and truncated[i] == ts.last(), f"step {t}"
+                assert not terminated[i]
+                if ts.last():
+                    _same_obs({k: v[None] for k, v in info["final_obs"][i].items()},
+                              ts.observation, 0, f"step {t} final_obs")
+                    ts = ref.reset()
+                    ends += 1
+                _same_obs(obs, ts.observation, i, f"step {t}")
+        assert ends >= 6
+    finally:
+        envs.close()
+
+
+def test_a_physics_error_ends_the_episode_with_dm_control_s_message() -> None:
+    """A NaN control: dm_control raises PhysicsError at that step; the pool ends the episode
+    there (truncated, reward 0), says dm_control's message in env_error, and the next step
+    starts a new episode. The other envs go on."""
+    ref = suite.load("cheetah", "run", task_kwargs={"random": 0})
+    ref.reset()
+    with pytest.raises(Exception, match="Physics state is invalid") as raised:
+        ref.step(np.full(6, np.nan))
+    with aiopool.make("dmc/cheetah-run", num_envs=2, batch_size=2, seed=0) as pool:
+        pool.async_reset()
+        pool.recv_blocking()
+        actions = np.zeros((2, 6))
+        actions[1] = np.nan
+        pool.send(actions)
+        batch = pool.recv_blocking()
+        row = int(np.flatnonzero(batch.env_id == 1)[0])
+        assert batch.truncated[row] and batch.reward[row] == 0.0
+        assert not batch.truncated[1 - row] and batch.reward[1 - row] > 0.0
+        assert pool.env_error(1) == f"{type(raised.value).__name__}: {raised.value}"
+        pool.send(np.zeros((2, 6)))
+        batch = pool.recv_blocking()
+        assert batch.info["elapsed_step"][batch.env_id == 1].tolist() == [0]
