@@ -2,9 +2,16 @@
 // against libmujoco.so.3.17.0 from the mujoco==3.17.0 wheel, dm_control's own MuJoCo.
 #include <nanobind/stl/vector.h>
 
+#include "envs/dmc/acrobot.h"
+#include "envs/dmc/ball_in_cup.h"
 #include "envs/dmc/cartpole.h"
 #include "envs/dmc/cheetah.h"
+#include "envs/dmc/finger.h"
+#include "envs/dmc/hopper.h"
 #include "envs/dmc/pendulum.h"
+#include "envs/dmc/point_mass.h"
+#include "envs/dmc/reacher.h"
+#include "envs/dmc/walker.h"
 #include "module.h"
 
 NB_MODULE(_dmc, m) {

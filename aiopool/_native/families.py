@@ -194,7 +194,12 @@ DMC = NativeFamily(
     ids=frozenset({"dmc/cheetah-run", "dmc/pendulum-swingup", "dmc/cartpole-balance",
                    "dmc/cartpole-balance_sparse", "dmc/cartpole-swingup",
                    "dmc/cartpole-swingup_sparse", "dmc/cartpole-two_poles",
-                   "dmc/cartpole-three_poles"}),
+                   "dmc/cartpole-three_poles", "dmc/walker-stand", "dmc/walker-walk",
+                   "dmc/walker-run", "dmc/reacher-easy", "dmc/reacher-hard",
+                   "dmc/acrobot-swingup", "dmc/acrobot-swingup_sparse", "dmc/ball_in_cup-catch",
+                   "dmc/point_mass-easy", "dmc/point_mass-hard", "dmc/hopper-stand",
+                   "dmc/hopper-hop", "dmc/finger-spin", "dmc/finger-turn_easy",
+                   "dmc/finger-turn_hard"}),
     finite_actions=False, preload=_preload_mujoco,
     prepared=_DMC_PREPARED, prepare=_prepare_dmc)
 

@@ -338,9 +338,10 @@ nb::dict resolve_numpy_kernels() {
   k.cos_f32 = ufunc_loop("cos", NPY_FLOAT);
   k.exp_f64 = ufunc_loop("exp", NPY_DOUBLE);
   k.log_f64 = ufunc_loop("log", NPY_DOUBLE);
+  k.log1p_f64 = ufunc_loop("log1p", NPY_DOUBLE);
   nb::dict d;
   d["ddot"] = resolve_ddot(k);
-  d["ufunc_loops"] = nb::make_tuple("sin", "cos", "exp", "log");
+  d["ufunc_loops"] = nb::make_tuple("sin", "cos", "exp", "log", "log1p");
   return d;
 }
 
@@ -362,7 +363,8 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
       out[i] = name == "sin"   ? numpy_math::np_sin(x(i))
                : name == "cos" ? numpy_math::np_cos(x(i))
                : name == "exp" ? numpy_math::np_exp(x(i))
-                               : numpy_math::np_log(x(i));
+               : name == "log" ? numpy_math::np_log(x(i))
+                               : numpy_math::np_log1p(x(i));
     return out;
   });
   m.def("_np_unary_f32", [](const std::string& name, nb::ndarray<nb::numpy, const float, nb::ndim<1>> x) {

@@ -35,7 +35,7 @@ struct Loop {
 };
 
 struct Kernels {
-  Loop sin_f64, cos_f64, sin_f32, cos_f32, exp_f64, log_f64;
+  Loop sin_f64, cos_f64, sin_f32, cos_f32, exp_f64, log_f64, log1p_f64;
   Ddot64 ddot64 = nullptr;
   Ddot32 ddot32 = nullptr;
 };
@@ -97,7 +97,7 @@ T pairwise_sum(const T* a, std::size_t n) {
   return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
 }
 
-// np.exp / np.log of a numpy float64 (AVX-512 CPUs take numpy's own SIMD kernels).
+// np.exp / np.log / np.log1p of a numpy float64 (AVX-512 CPUs take numpy's own SIMD kernels).
 inline double np_exp(double x) {
   const Loop& l = kernels().exp_f64;
   return l.fn ? call_unary(l, x) : std::exp(x);
@@ -105,6 +105,10 @@ inline double np_exp(double x) {
 inline double np_log(double x) {
   const Loop& l = kernels().log_f64;
   return l.fn ? call_unary(l, x) : std::log(x);
+}
+inline double np_log1p(double x) {
+  const Loop& l = kernels().log1p_f64;
+  return l.fn ? call_unary(l, x) : std::log1p(x);
 }
 
 // v.dot(v) of a contiguous float64 vector, as numpy's DOUBLE_dot computes it: 0.0 + cblas_ddot.
@@ -117,6 +121,16 @@ inline double np_dot_self(const double* v, std::size_t n) {
   return sum;
 }
 
+// np.dot(a, b) of two contiguous float64 vectors, as numpy's DOUBLE_dot: 0.0 + cblas_ddot.
+inline double np_dot(const double* a, const double* b, std::size_t n) {
+  const Kernels& k = kernels();
+  double sum = 0.0;
+  if (k.ddot64 != nullptr) return sum + k.ddot64(static_cast<int64_t>(n), a, 1, b, 1);
+  if (k.ddot32 != nullptr) return sum + k.ddot32(static_cast<int>(n), a, 1, b, 1);
+  for (std::size_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
 // np.linalg.norm(v) (ord None or 2) of a contiguous float64 vector: sqrt(v.dot(v)).
 inline double np_norm(const double* v, std::size_t n) { return std::sqrt(np_dot_self(v, n)); }
 
@@ -124,8 +138,10 @@ inline double np_norm(const double* v, std::size_t n) { return std::sqrt(np_dot_
 
 namespace aiopool {
 using numpy_math::np_cos;
+using numpy_math::np_dot;
 using numpy_math::np_exp;
 using numpy_math::np_log;
+using numpy_math::np_log1p;
 using numpy_math::np_norm;
 using numpy_math::np_sin;
 using numpy_math::pairwise_sum;

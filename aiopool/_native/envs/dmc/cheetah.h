@@ -16,8 +16,7 @@ class Cheetah {
   static std::vector<ConfigKey> task_keys() { return {}; }
   static std::vector<Part> parts(const Config&) { return {{"position", 8}, {"velocity", 9}}; }
 
-  Cheetah(const Physics& physics, const Config&)
-      : speed_(physics.model()->sensor_adr[physics.id(mjOBJ_SENSOR, "torso_subtreelinvel")]) {
+  Cheetah(const Physics& physics, const Config&) : speed_(physics.sensor("torso_subtreelinvel")) {
     if (physics.model()->nq != 9 || physics.model()->nv != 9)
       throw std::invalid_argument("not the cheetah model");
   }

@@ -36,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numbers>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -232,6 +233,9 @@ class Physics {
     return w;
   }
 
+  // Where the sensor `name`'s values start in sensordata.
+  int sensor(const char* name) const { return model_->sensor_adr[id(mjOBJ_SENSOR, name)]; }
+
   int id(mjtObj type, const char* name) const {
     const int i = mj_name2id(model_.get(), type, name);
     if (i < 0) throw std::invalid_argument(std::string("the model has no object named '") + name + "'");
@@ -261,6 +265,48 @@ inline const char* warning_name(int i) {
       return "mjWARN_BADCTRL";
     default:
       return "mjWARN_?";
+  }
+}
+
+// suite.utils.randomizers.randomize_limited_and_rotational_joints: each joint in order; a
+// limited hinge or slide uniformly in its range, an unlimited hinge in [-pi, pi), an unlimited
+// ball's quaternion randn(4) normalised, an unlimited free joint's rand(4) normalised (its
+// position kept), a limited ball's an axis randn(3) normalised and an angle rand() * limit.
+inline void randomize_limited_and_rotational_joints(Physics& physics, RandomState& random) {
+  const mjModel* m = physics.model();
+  double* qpos = physics.data()->qpos;
+  for (int j = 0; j < m->njnt; ++j) {
+    double* q = qpos + m->jnt_qposadr[j];
+    const int type = m->jnt_type[j];
+    const double lo = m->jnt_range[2 * j], hi = m->jnt_range[2 * j + 1];
+    auto normalized = [](double* v, int n) {  // v /= np.linalg.norm(v)
+      const double norm = np_norm(v, static_cast<std::size_t>(n));
+      for (int i = 0; i < n; ++i) v[i] /= norm;
+    };
+    if (m->jnt_limited[j]) {
+      if (type == mjJNT_HINGE || type == mjJNT_SLIDE) {
+        q[0] = random.uniform(lo, hi);
+      } else if (type == mjJNT_BALL) {
+        double axis[3] = {random.standard_normal(), random.standard_normal(), random.standard_normal()};
+        normalized(axis, 3);
+        const double angle = random.random_sample() * hi;
+        double quat[4] = {0, 0, 0, 0};
+        mju_axisAngle2Quat(quat, axis, angle);
+        std::memcpy(q, quat, sizeof quat);
+      }
+    } else if (type == mjJNT_HINGE) {
+      q[0] = random.uniform(-std::numbers::pi, std::numbers::pi);
+    } else if (type == mjJNT_BALL) {
+      double quat[4] = {random.standard_normal(), random.standard_normal(), random.standard_normal(),
+                        random.standard_normal()};
+      normalized(quat, 4);
+      std::memcpy(q, quat, sizeof quat);
+    } else if (type == mjJNT_FREE) {
+      double quat[4] = {random.random_sample(), random.random_sample(), random.random_sample(),
+                        random.random_sample()};
+      normalized(quat, 4);
+      std::memcpy(q + 3, quat, sizeof quat);
+    }
   }
 }
 
