@@ -21,6 +21,8 @@ Usage:
     python benchmarks/throughput.py --quick --env Counting-v0 --no-peers   # smoke test
     python benchmarks/throughput.py --env Pong-v5       # Atari: ale-py's vector env as a peer
     python benchmarks/throughput.py --env LunarLander-v3   # Box2D (also BipedalWalker-v3)
+    python benchmarks/throughput.py --env dmc/cheetah-run  # the Control Suite (EnvPool's
+                                                           # CheetahRun-v1, dm_control's loop)
     python benchmarks/throughput.py --env Pong-v5 --repeats 3   # issue 25.3: stream ÷ the
         # best of EnvPool async and ale-py async per repeat, 16/8 and 32/16, 1 and 2 threads
 
@@ -77,6 +79,10 @@ MUJOCO_TARGETS = (((16, 8), "EnvPool async"), ((16, 8), "limit"))
 # The limit program links the module's Box2D build (CMake targets box2d_limit_<Class>).
 BOX2D_CONFIGS = "32/16/1,32/16/2,64/32/2"
 BOX2D_TARGETS = (((32, 16), "EnvPool async"), ((32, 16), "gymnasium AsyncVectorEnv"))
+# The Control Suite (issue 27): stream ÷ EnvPool async (its CheetahRun-v1, ...) at 32/16 on 1
+# and 2 threads; dm_control's own Python loop is the other peer. No limit program.
+DMC_CONFIGS = "32/16/1,32/16/2"
+DMC_TARGETS = (((32, 16), "EnvPool async"), ((32, 16), "dm_control loop"))
 ACTION_ROUNDS = 64  # distinct precomputed action arrays, cycled
 ADAPTER_ROW = "aiopool gymnasium adapter (step, B=M)"
 
@@ -97,6 +103,7 @@ class Family:
 CLASSIC = Family(DEFAULT_CONFIGS, TARGETS, 32, limit_per_thread=False, unit="M")
 MUJOCO = Family(MUJOCO_CONFIGS, MUJOCO_TARGETS, 8, limit_per_thread=True, unit="k")
 BOX2D = Family(BOX2D_CONFIGS, BOX2D_TARGETS, 32, limit_per_thread=True, unit="k")
+DMC = Family(DMC_CONFIGS, DMC_TARGETS, 32, limit_per_thread=True, unit="k")
 UNITS = {"M": 1e6, "k": 1e3}
 
 
@@ -104,7 +111,16 @@ def family(env_id: str) -> Family:
     if atari_rom(env_id) is not None:
         return ATARI
     found = registry.family_of(env_id)
-    return MUJOCO if found is families.MUJOCO else BOX2D if found is families.BOX2D else CLASSIC
+    return {families.MUJOCO: MUJOCO, families.BOX2D: BOX2D, families.DMC: DMC}.get(
+        found, CLASSIC) if found is not None else CLASSIC
+
+
+def envpool_id(env_id: str) -> str:
+    """EnvPool's id of an env: the Control Suite's ``dmc/cheetah-run`` is its CheetahRun-v1."""
+    if not env_id.startswith("dmc/"):
+        return env_id
+    words = env_id.removeprefix("dmc/").replace("-", "_").split("_")
+    return "".join(w.capitalize() for w in words) + "-v1"
 
 
 # -- what is measured ---------------------------------------------------------------------
@@ -306,7 +322,7 @@ def run_envpool_sync(env_id: str, shape: Shape, budget: Budget) -> Timing:
     import envpool
 
     m = shape.num_envs
-    env = envpool.make_gymnasium(env_id, num_envs=m, batch_size=m,
+    env = envpool.make_gymnasium(envpool_id(env_id), num_envs=m, batch_size=m,
                                  num_threads=shape.num_threads, seed=0)
     return run_vector_env(env, m, budget, reset_seed=None)  # EnvPool seeds at make time
 
@@ -316,7 +332,7 @@ def run_envpool_async(env_id: str, shape: Shape, budget: Budget) -> Timing:
 
     b = shape.batch_size
     assert b is not None
-    env = envpool.make_gymnasium(env_id, num_envs=shape.num_envs, batch_size=b,
+    env = envpool.make_gymnasium(envpool_id(env_id), num_envs=shape.num_envs, batch_size=b,
                                  num_threads=shape.num_threads, seed=0)
     try:
         actions = action_cycle(env.action_space, b)
@@ -351,6 +367,24 @@ def run_vector_env(env: Any, num_envs: int, budget: Budget, *,
                 return meter.timing()
     finally:
         env.close()
+
+
+def run_dm_control_loop(env_id: str, shape: Shape, budget: Budget) -> Timing:
+    """M dm_control environments stepped in turn in Python, as a dm_env user steps them."""
+    from dm_control import suite
+
+    m = shape.num_envs
+    domain, task = env_id.removeprefix("dmc/").split("-", 1)
+    envs = [suite.load(domain, task, task_kwargs={"random": i}) for i in range(m)]
+    for env in envs:
+        env.reset()
+    actions = action_cycle(aiopool.make(env_id, 1).single_action_space, m)
+    meter = Meter(budget)
+    while True:
+        for env, action in zip(envs, next(actions), strict=True):
+            env.step(action)  # a step after LAST resets, as dm_env has it
+        if not meter.tick(m):
+            return meter.timing()
 
 
 def run_python_loop(env_id: str, shape: Shape, budget: Budget) -> Timing:
@@ -417,6 +451,9 @@ def build_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
         return None, "g++ not found"
     if registry.family_of(env_id) is families.MUJOCO:
         return build_mujoco_limit(env_id, out_dir)
+    if registry.family_of(env_id) is families.DMC:
+        return None, "the Control Suite has no limit program yet"
+
     if not LIMIT_SOURCE.exists():
         return None, f"{LIMIT_SOURCE} is missing"
     pattern = re.compile(r'AIOPOOL_REGISTER_ENV\("' + re.escape(env_id) + r'",\s*(\w+)')
@@ -669,7 +706,7 @@ def peer_runners(env_id: str, max_gym_envs: int, skipped: list[str]) -> list[Run
     try:
         import envpool
 
-        if env_id in envpool.list_all_envs():
+        if envpool_id(env_id) in envpool.list_all_envs():
             runners += [Runner("EnvPool sync (B=M)", run_envpool_sync, whole_batch, "peer"),
                         Runner("EnvPool async", run_envpool_async, same, "peer")]
         else:
@@ -680,6 +717,9 @@ def peer_runners(env_id: str, max_gym_envs: int, skipped: list[str]) -> list[Run
 
     if atari_rom(env_id) is not None:
         runners += atari_peer_runners(env_id, max_gym_envs, skipped)
+    elif registry.family_of(env_id) is families.DMC:
+        runners.append(Runner("dm_control loop", run_dm_control_loop, envs_only(max_gym_envs),
+                              "peer"))
     elif env_id in gym.registry:
         small = envs_only(max_gym_envs)
         runners += [

@@ -52,6 +52,11 @@ def test_the_envs_kernels_are_numpys_own(module: object) -> None:
                     ("log1p", np.abs(x64))):
         ours = np.array(module._np_unary(name, x))  # type: ignore[attr-defined]
         np.testing.assert_array_equal(ours, getattr(np, name)(x), err_msg=f"float64 {name}")
+    for rows, cols in ((3, 3), (4, 3), (3, 2)):  # v.dot(m): numpy's cblas_dgemv
+        vs, ms = rng.standard_normal((2_000, rows)), rng.standard_normal((2_000, rows, cols))
+        ours = np.array([module._np_vecmat(v, m) for v, m in zip(vs, ms, strict=True)])  # type: ignore[attr-defined]
+        ref = np.array([v.dot(m) for v, m in zip(vs, ms, strict=True)])
+        assert np.array_equal(ours, ref), f"v.dot(m) of {rows}x{cols} differs"
     for n in (2, 3, 7):
         v = rng.standard_normal((20_000, n))
         ours = np.array(module._np_norm(v))  # type: ignore[attr-defined]

@@ -129,7 +129,8 @@ def _assert_rows(batch: aiopool.Batch, expected: dict[int, Any], where: str) -> 
 def _pump(obs: dict[str, npt.NDArray[np.float64]], rng: np.random.Generator,
           nu: int) -> npt.NDArray[np.float64]:
     """Push along the last velocity (energy into swinging poles), with noise."""
-    push = np.sign(obs["velocity"][:, -1:]) * np.ones((1, nu))
+    velocity = next(value for key, value in obs.items() if "velocit" in key)
+    push = np.sign(velocity[:, -1:]) * np.ones((1, nu))
     noise = rng.uniform(-1.0, 1.0, push.shape)
     return np.where(rng.random(push.shape) < 0.3, noise, push)
 

@@ -7,10 +7,12 @@
 #include "envs/dmc/cartpole.h"
 #include "envs/dmc/cheetah.h"
 #include "envs/dmc/finger.h"
+#include "envs/dmc/fish.h"
 #include "envs/dmc/hopper.h"
 #include "envs/dmc/pendulum.h"
 #include "envs/dmc/point_mass.h"
 #include "envs/dmc/reacher.h"
+#include "envs/dmc/swimmer.h"
 #include "envs/dmc/walker.h"
 #include "module.h"
 

@@ -199,7 +199,8 @@ DMC = NativeFamily(
                    "dmc/acrobot-swingup", "dmc/acrobot-swingup_sparse", "dmc/ball_in_cup-catch",
                    "dmc/point_mass-easy", "dmc/point_mass-hard", "dmc/hopper-stand",
                    "dmc/hopper-hop", "dmc/finger-spin", "dmc/finger-turn_easy",
-                   "dmc/finger-turn_hard"}),
+                   "dmc/finger-turn_hard", "dmc/swimmer-swimmer6", "dmc/swimmer-swimmer15",
+                   "dmc/fish-upright", "dmc/fish-swim"}),
     finite_actions=False, preload=_preload_mujoco,
     prepared=_DMC_PREPARED, prepare=_prepare_dmc)
 

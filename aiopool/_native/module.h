@@ -323,8 +323,18 @@ std::string resolve_ddot(numpy_math::Kernels& k) {
       k.ddot32 = reinterpret_cast<numpy_math::Ddot32>(f);
     break;
   }
+  // cblas_dgemv, named as the ddot found is (numpy's vector-matrix products).
+  const std::string gemv = found.empty() ? "" : std::string(found).replace(found.find("ddot"), 4, "dgemv");
+  if (void* f = gemv.empty() ? nullptr : dlsym(h, gemv.c_str()); f != nullptr) {
+    if (gemv.ends_with("64_"))
+      k.dgemv64 = reinterpret_cast<numpy_math::Dgemv64>(f);
+    else
+      k.dgemv32 = reinterpret_cast<numpy_math::Dgemv32>(f);
+  }
   dlclose(h);  // numpy stays loaded: Python holds its own reference
   if (found.empty()) throw std::runtime_error("numpy's BLAS exports no cblas_ddot (numpy at " + path + ")");
+  if (k.dgemv64 == nullptr && k.dgemv32 == nullptr)
+    throw std::runtime_error("numpy's BLAS exports no " + gemv + " (numpy at " + path + ")");
   return found;
 }
 
@@ -365,6 +375,14 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
                : name == "exp" ? numpy_math::np_exp(x(i))
                : name == "log" ? numpy_math::np_log(x(i))
                                : numpy_math::np_log1p(x(i));
+    return out;
+  });
+  m.def("_np_vecmat", [](nb::ndarray<nb::numpy, const double, nb::ndim<1>, nb::c_contig> v,
+                         nb::ndarray<nb::numpy, const double, nb::ndim<2>, nb::c_contig> a) {
+    if (a.shape(0) != v.shape(0)) throw nb::value_error("v.dot(a): shapes do not match");
+    std::vector<double> out(a.shape(1));
+    numpy_math::np_vecmat(v.data(), a.data(), static_cast<int>(a.shape(0)), static_cast<int>(a.shape(1)),
+                          out.data());
     return out;
   });
   m.def("_np_unary_f32", [](const std::string& name, nb::ndarray<nb::numpy, const float, nb::ndim<1>> x) {

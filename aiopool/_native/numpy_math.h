@@ -28,6 +28,11 @@ using UfuncLoop = void (*)(char** args, const intptr_t* dims, const intptr_t* st
 // cblas_ddot with 64-bit (ILP64, numpy's wheels) or 32-bit integers.
 using Ddot64 = double (*)(int64_t n, const double* x, int64_t incx, const double* y, int64_t incy);
 using Ddot32 = double (*)(int n, const double* x, int incx, const double* y, int incy);
+// cblas_dgemv (order and transpose are CBLAS's enums: ints), ILP64 or 32-bit integers.
+using Dgemv64 = void (*)(int order, int trans, int64_t m, int64_t n, double alpha, const double* a,
+                         int64_t lda, const double* x, int64_t incx, double beta, double* y, int64_t incy);
+using Dgemv32 = void (*)(int order, int trans, int m, int n, double alpha, const double* a, int lda,
+                         const double* x, int incx, double beta, double* y, int incy);
 
 struct Loop {
   UfuncLoop fn = nullptr;
@@ -38,6 +43,8 @@ struct Kernels {
   Loop sin_f64, cos_f64, sin_f32, cos_f32, exp_f64, log_f64, log1p_f64;
   Ddot64 ddot64 = nullptr;
   Ddot32 ddot32 = nullptr;
+  Dgemv64 dgemv64 = nullptr;
+  Dgemv32 dgemv32 = nullptr;
 };
 
 inline Kernels& kernels() {
@@ -131,6 +138,21 @@ inline double np_dot(const double* a, const double* b, std::size_t n) {
   return sum;
 }
 
+// v.dot(m) of a float64 vector v (rows) and a C-contiguous rows x cols matrix m, as numpy
+// computes a vector-matrix product: cblas_dgemv(RowMajor, Trans, rows, cols, 1, m, cols, v, 1,
+// 0, out, 1) in numpy's BLAS.
+inline void np_vecmat(const double* v, const double* m, int rows, int cols, double* out) {
+  constexpr int kRowMajor = 101, kTrans = 112;  // CBLAS_ORDER, CBLAS_TRANSPOSE
+  const Kernels& k = kernels();
+  if (k.dgemv64 != nullptr) return k.dgemv64(kRowMajor, kTrans, rows, cols, 1.0, m, cols, v, 1, 0.0, out, 1);
+  if (k.dgemv32 != nullptr) return k.dgemv32(kRowMajor, kTrans, rows, cols, 1.0, m, cols, v, 1, 0.0, out, 1);
+  for (int j = 0; j < cols; ++j) {
+    double sum = 0.0;
+    for (int i = 0; i < rows; ++i) sum += v[i] * m[i * cols + j];
+    out[j] = sum;
+  }
+}
+
 // np.linalg.norm(v) (ord None or 2) of a contiguous float64 vector: sqrt(v.dot(v)).
 inline double np_norm(const double* v, std::size_t n) { return std::sqrt(np_dot_self(v, n)); }
 
@@ -144,5 +166,6 @@ using numpy_math::np_log;
 using numpy_math::np_log1p;
 using numpy_math::np_norm;
 using numpy_math::np_sin;
+using numpy_math::np_vecmat;
 using numpy_math::pairwise_sum;
 }  // namespace aiopool

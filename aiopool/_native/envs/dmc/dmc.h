@@ -125,7 +125,7 @@ class RandomState {
 
 // ---- dm_control.utils.rewards.tolerance, on a float64 scalar --------------------------------
 
-enum class Sigmoid : uint8_t { kGaussian, kLinear, kQuadratic };
+enum class Sigmoid : uint8_t { kGaussian, kLinear, kQuadratic, kLongTail };
 
 // `x ** 2` on a numpy float64 scalar is libm pow (see mujoco_env.h's pow2).
 inline double pow2(double x) {
@@ -144,6 +144,10 @@ inline double sigmoid(double x, double value_at_1, Sigmoid kind, bool element) {
     case Sigmoid::kLinear: {
       const double scaled = x * (1.0 - value_at_1);
       return std::fabs(scaled) < 1.0 ? 1.0 - scaled : 0.0;
+    }
+    case Sigmoid::kLongTail: {
+      const double scale = std::sqrt(1 / value_at_1 - 1);
+      return 1 / (square(x * scale) + 1);
     }
     case Sigmoid::kQuadratic: {
       const double scaled = x * std::sqrt(1.0 - value_at_1);
