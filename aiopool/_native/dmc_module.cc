@@ -11,6 +11,7 @@
 #include "envs/dmc/hopper.h"
 #include "envs/dmc/pendulum.h"
 #include "envs/dmc/point_mass.h"
+#include "envs/dmc/quadruped.h"
 #include "envs/dmc/reacher.h"
 #include "envs/dmc/swimmer.h"
 #include "envs/dmc/walker.h"

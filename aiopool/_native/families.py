@@ -200,7 +200,8 @@ DMC = NativeFamily(
                    "dmc/point_mass-easy", "dmc/point_mass-hard", "dmc/hopper-stand",
                    "dmc/hopper-hop", "dmc/finger-spin", "dmc/finger-turn_easy",
                    "dmc/finger-turn_hard", "dmc/swimmer-swimmer6", "dmc/swimmer-swimmer15",
-                   "dmc/fish-upright", "dmc/fish-swim"}),
+                   "dmc/fish-upright", "dmc/fish-swim", "dmc/quadruped-walk",
+                   "dmc/quadruped-run"}),
     finite_actions=False, preload=_preload_mujoco,
     prepared=_DMC_PREPARED, prepare=_prepare_dmc)
 

@@ -349,9 +349,10 @@ nb::dict resolve_numpy_kernels() {
   k.exp_f64 = ufunc_loop("exp", NPY_DOUBLE);
   k.log_f64 = ufunc_loop("log", NPY_DOUBLE);
   k.log1p_f64 = ufunc_loop("log1p", NPY_DOUBLE);
+  k.arcsinh_f64 = ufunc_loop("arcsinh", NPY_DOUBLE);
   nb::dict d;
   d["ddot"] = resolve_ddot(k);
-  d["ufunc_loops"] = nb::make_tuple("sin", "cos", "exp", "log", "log1p");
+  d["ufunc_loops"] = nb::make_tuple("sin", "cos", "exp", "log", "log1p", "arcsinh");
   return d;
 }
 
@@ -370,11 +371,12 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
   m.def("_np_unary", [](const std::string& name, nb::ndarray<nb::numpy, const double, nb::ndim<1>> x) {
     std::vector<double> out(x.shape(0));
     for (std::size_t i = 0; i < out.size(); ++i)
-      out[i] = name == "sin"   ? numpy_math::np_sin(x(i))
-               : name == "cos" ? numpy_math::np_cos(x(i))
-               : name == "exp" ? numpy_math::np_exp(x(i))
-               : name == "log" ? numpy_math::np_log(x(i))
-                               : numpy_math::np_log1p(x(i));
+      out[i] = name == "sin"     ? numpy_math::np_sin(x(i))
+               : name == "cos"   ? numpy_math::np_cos(x(i))
+               : name == "exp"   ? numpy_math::np_exp(x(i))
+               : name == "log"   ? numpy_math::np_log(x(i))
+               : name == "log1p" ? numpy_math::np_log1p(x(i))
+                                 : numpy_math::np_arcsinh(x(i));
     return out;
   });
   m.def("_np_vecmat", [](nb::ndarray<nb::numpy, const double, nb::ndim<1>, nb::c_contig> v,

@@ -40,7 +40,7 @@ struct Loop {
 };
 
 struct Kernels {
-  Loop sin_f64, cos_f64, sin_f32, cos_f32, exp_f64, log_f64, log1p_f64;
+  Loop sin_f64, cos_f64, sin_f32, cos_f32, exp_f64, log_f64, log1p_f64, arcsinh_f64;
   Ddot64 ddot64 = nullptr;
   Ddot32 ddot32 = nullptr;
   Dgemv64 dgemv64 = nullptr;
@@ -104,7 +104,7 @@ T pairwise_sum(const T* a, std::size_t n) {
   return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
 }
 
-// np.exp / np.log / np.log1p of a numpy float64 (AVX-512 CPUs take numpy's own SIMD kernels).
+// np.exp / np.log / np.log1p / np.arcsinh of a numpy float64 (AVX-512 CPUs take numpy's own SIMD kernels).
 inline double np_exp(double x) {
   const Loop& l = kernels().exp_f64;
   return l.fn ? call_unary(l, x) : std::exp(x);
@@ -116,6 +116,10 @@ inline double np_log(double x) {
 inline double np_log1p(double x) {
   const Loop& l = kernels().log1p_f64;
   return l.fn ? call_unary(l, x) : std::log1p(x);
+}
+inline double np_arcsinh(double x) {
+  const Loop& l = kernels().arcsinh_f64;
+  return l.fn ? call_unary(l, x) : std::asinh(x);
 }
 
 // v.dot(v) of a contiguous float64 vector, as numpy's DOUBLE_dot computes it: 0.0 + cblas_ddot.
@@ -159,6 +163,7 @@ inline double np_norm(const double* v, std::size_t n) { return std::sqrt(np_dot_
 }  // namespace aiopool::numpy_math
 
 namespace aiopool {
+using numpy_math::np_arcsinh;
 using numpy_math::np_cos;
 using numpy_math::np_dot;
 using numpy_math::np_exp;
