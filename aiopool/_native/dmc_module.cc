@@ -9,6 +9,7 @@
 #include "envs/dmc/finger.h"
 #include "envs/dmc/fish.h"
 #include "envs/dmc/hopper.h"
+#include "envs/dmc/humanoid.h"
 #include "envs/dmc/pendulum.h"
 #include "envs/dmc/point_mass.h"
 #include "envs/dmc/quadruped.h"
