@@ -202,7 +202,8 @@ DMC = NativeFamily(
                    "dmc/finger-turn_hard", "dmc/swimmer-swimmer6", "dmc/swimmer-swimmer15",
                    "dmc/fish-upright", "dmc/fish-swim", "dmc/quadruped-walk",
                    "dmc/quadruped-run", "dmc/humanoid-stand", "dmc/humanoid-walk",
-                   "dmc/humanoid-run", "dmc/humanoid-run_pure_state"}),
+                   "dmc/humanoid-run", "dmc/humanoid-run_pure_state", "dmc/humanoid_CMU-stand",
+                   "dmc/humanoid_CMU-walk", "dmc/humanoid_CMU-run"}),
     finite_actions=False, preload=_preload_mujoco,
     prepared=_DMC_PREPARED, prepare=_prepare_dmc)
 
