@@ -42,6 +42,9 @@ DMC_IDS = sorted(i for i in aiopool.list_envs() if registry.family_of(i) is DMC)
 # compared at every step.
 UNREWARDED = {"dmc/cartpole-swingup_sparse", "dmc/acrobot-swingup_sparse", "dmc/finger-spin",
               "dmc/finger-turn_hard"}
+# Tasks of implemented domains that are not native yet: quadruped's escape (a heightfield terrain
+# drawn through scipy's ndimage.zoom) and fetch (matrix-matrix products).
+NOT_YET = {"dmc/quadruped-escape", "dmc/quadruped-fetch"}
 CASES: list[tuple[str, dict[str, Any], int]] = [
     *((env_id, {"time_limit": 1.0}, 400) for env_id in DMC_IDS),
     ("dmc/pendulum-swingup", {}, 1100),
@@ -175,7 +178,7 @@ def test_ids_specs_and_kwargs_are_dm_control_s() -> None:
     """Every task of the implemented domains has its id; specs and kwargs as suite.load's."""
     domains = {i.removeprefix("dmc/").split("-")[0] for i in DMC_IDS}
     for domain, task in suite.ALL_TASKS:
-        if domain in domains:
+        if domain in domains and f"dmc/{domain}-{task}" not in NOT_YET:
             assert f"dmc/{domain}-{task}" in DMC_IDS, (domain, task)
     for env_id in DMC_IDS:
         domain, task = env_id.removeprefix("dmc/").split("-", 1)
