@@ -143,7 +143,22 @@ def _pump(obs: dict[str, npt.NDArray[np.float64]], rng: np.random.Generator,
 @pytest.mark.parametrize(("env_id", "kwargs", "steps"), CASES, ids=[_case_id(c) for c in CASES])
 async def test_matches_dm_control_step_by_step(env_id: str, kwargs: dict[str, Any], steps: int,
                                                mode: str) -> None:
-    seed = 2024
+    await _follow_dm_control(env_id, kwargs, steps, mode, seed=2024)
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+@pytest.mark.parametrize("env_id", DMC_IDS, ids=[i.removeprefix("dmc/") for i in DMC_IDS])
+async def test_whole_episodes_match_dm_control(env_id: str) -> None:
+    """Every task with its own time limit (1,000 steps), through the step limit and on into
+    the next episode, from other seeds."""
+    for seed in (7, 100_003):
+        await _follow_dm_control(env_id, {}, 1050, "next_step", seed=seed, rewarded=False)
+
+
+async def _follow_dm_control(env_id: str, kwargs: dict[str, Any], steps: int, mode: str, *,
+                             seed: int, rewarded: bool = True) -> None:
+    """Step a pool and dm_control side by side (``rewarded``: some step must be rewarded)."""
     ref = Reference(env_id, kwargs, seed, mode)
     with aiopool.make(env_id, num_envs=NUM_ENVS, num_threads=2, seed=seed, autoreset=mode,
                       **kwargs) as pool:
@@ -161,17 +176,17 @@ async def test_matches_dm_control_step_by_step(env_id: str, kwargs: dict[str, An
         obs = {key: np.stack([expected[i][0][key] for i in range(NUM_ENVS)])
                for key in expected[0][0]}
         rng = np.random.default_rng(seed)
-        episodes, rewarded = 0, 0
+        ended = with_reward = 0
         for t in range(steps):
             actions = _pump(obs, rng, nu)
             batch, expected = await step_in_mode(pool, ref, actions, mode)
-            episodes += _assert_rows(batch, expected, f"step {t}")
-            rewarded += int(np.count_nonzero(batch.reward))
+            ended += _assert_rows(batch, expected, f"step {t}")
+            with_reward += int(np.count_nonzero(batch.reward))
             obs = {key: np.stack([expected[i][0][key] for i in range(NUM_ENVS)])
                    for key in expected[0][0]}
-        assert episodes >= NUM_ENVS, f"only {episodes} episodes ended; the test covers too little"
-        if env_id not in UNREWARDED and not kwargs.get("sparse"):
-            assert rewarded > 0, "no step was rewarded; the test covers too little of the reward"
+        assert ended >= NUM_ENVS, f"only {ended} episodes ended; the test covers too little"
+        if rewarded and env_id not in UNREWARDED and not kwargs.get("sparse"):
+            assert with_reward > 0, "no step was rewarded; the test covers too little of the reward"
 
 
 def test_ids_specs_and_kwargs_are_dm_control_s() -> None:
