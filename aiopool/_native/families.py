@@ -143,8 +143,8 @@ BOX2D = NativeFamily(
 
 # The order in which the registry searches the modules and aiopool.list_envs() lists their ids.
 DMC_VERSION = "1.0.50"  # dm_control, the reference: its models, tasks and MuJoCo (3.17.0)
-_DMC_MODELS: dict[tuple[Any, ...], str] = {}
-_DMC_STEPS: dict[tuple[Any, ...], tuple[int, float]] = {}
+# (id, time_limit, n_sub_steps, task kwargs) -> the MJB file, n_sub_steps and step limit.
+_DMC_MODELS: dict[tuple[Any, ...], tuple[str, int, float]] = {}
 _DMC_PREPARED = frozenset({"model_file", "control_steps", "step_limit"})
 _DMC_ENVIRONMENT = frozenset({"time_limit", "n_sub_steps", "flat_observation"})
 _DMC_DIR: list[tempfile.TemporaryDirectory[str]] = []
@@ -179,10 +179,9 @@ def _prepare_dmc(env_id: str, config: dict[str, Any]) -> dict[str, Any]:
             _DMC_DIR.append(tempfile.TemporaryDirectory(prefix="aiopool-dmc-"))
         path = os.path.join(_DMC_DIR[0].name, f"{len(_DMC_MODELS)}.mjb")
         mujoco.mj_saveModel(env.physics.model.ptr, path, None)
-        _DMC_MODELS[key] = path
-        _DMC_STEPS[key] = (int(env._n_sub_steps), float(env._step_limit))
-    steps, limit = _DMC_STEPS[key]
-    return {**config, "model_file": _DMC_MODELS[key], "control_steps": steps,
+        _DMC_MODELS[key] = (path, int(env._n_sub_steps), float(env._step_limit))
+    path, steps, limit = _DMC_MODELS[key]
+    return {**config, "model_file": path, "control_steps": steps,
             "step_limit": limit if limit != float("inf") else 0.0}
 
 

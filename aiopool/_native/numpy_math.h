@@ -104,6 +104,15 @@ T pairwise_sum(const T* a, std::size_t n) {
   return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
 }
 
+// `x ** 2` on a numpy float64 scalar is libm pow; an opaque exponent keeps the compiler from
+// rewriting it as x * x (they differ in the last bit in rare cases). numpy squares the elements
+// of an array (`a ** 2` is np.square): x * x.
+inline double pow2(double x) {
+  double y = 2.0;
+  asm("" : "+x"(y));
+  return std::pow(x, y);
+}
+
 // np.exp / np.log / np.log1p / np.arcsinh of a numpy float64 (AVX-512 CPUs take numpy's own SIMD kernels).
 inline double np_exp(double x) {
   const Loop& l = kernels().exp_f64;
@@ -120,16 +129,6 @@ inline double np_log1p(double x) {
 inline double np_arcsinh(double x) {
   const Loop& l = kernels().arcsinh_f64;
   return l.fn ? call_unary(l, x) : std::asinh(x);
-}
-
-// v.dot(v) of a contiguous float64 vector, as numpy's DOUBLE_dot computes it: 0.0 + cblas_ddot.
-inline double np_dot_self(const double* v, std::size_t n) {
-  const Kernels& k = kernels();
-  double sum = 0.0;
-  if (k.ddot64 != nullptr) return sum + k.ddot64(static_cast<int64_t>(n), v, 1, v, 1);
-  if (k.ddot32 != nullptr) return sum + k.ddot32(static_cast<int>(n), v, 1, v, 1);
-  for (std::size_t i = 0; i < n; ++i) sum += v[i] * v[i];
-  return sum;
 }
 
 // np.dot(a, b) of two contiguous float64 vectors, as numpy's DOUBLE_dot: 0.0 + cblas_ddot.
@@ -158,7 +157,7 @@ inline void np_vecmat(const double* v, const double* m, int rows, int cols, doub
 }
 
 // np.linalg.norm(v) (ord None or 2) of a contiguous float64 vector: sqrt(v.dot(v)).
-inline double np_norm(const double* v, std::size_t n) { return std::sqrt(np_dot_self(v, n)); }
+inline double np_norm(const double* v, std::size_t n) { return std::sqrt(np_dot(v, v, n)); }
 
 }  // namespace aiopool::numpy_math
 
@@ -173,4 +172,5 @@ using numpy_math::np_norm;
 using numpy_math::np_sin;
 using numpy_math::np_vecmat;
 using numpy_math::pairwise_sum;
+using numpy_math::pow2;
 }  // namespace aiopool

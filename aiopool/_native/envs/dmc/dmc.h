@@ -127,13 +127,6 @@ class RandomState {
 
 enum class Sigmoid : uint8_t { kGaussian, kLinear, kQuadratic, kLongTail };
 
-// `x ** 2` on a numpy float64 scalar is libm pow (see mujoco_env.h's pow2).
-inline double pow2(double x) {
-  double y = 2.0;
-  asm("" : "+x"(y));
-  return std::pow(x, y);
-}
-
 inline double sigmoid(double x, double value_at_1, Sigmoid kind, bool element) {
   auto square = [element](double v) { return element ? v * v : pow2(v); };
   switch (kind) {

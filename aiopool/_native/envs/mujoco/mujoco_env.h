@@ -69,14 +69,6 @@ inline double clip(double x, double lo, double hi) {
   return m < hi ? m : hi;
 }
 
-// `x ** 2` on a numpy float64 scalar is libm pow; an opaque exponent keeps the compiler from
-// rewriting it as x * x (they differ in the last bit in rare cases).
-inline double pow2(double x) {
-  double y = 2.0;
-  asm("" : "+x"(y));
-  return std::pow(x, y);
-}
-
 // ---- the model cache ------------------------------------------------------------------------
 
 inline std::shared_ptr<const mjModel> load_model(const std::string& path) {
