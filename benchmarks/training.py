@@ -476,6 +476,8 @@ def cleanrl_atari(args: Any, envs: Any = None) -> dict[str, Any]:
             episodic_life=True,
             reward_clip=True,
             seed=args.seed,
+            # not CleanRL's: the thread count of --num-threads, the same for both engines
+            **({"num_threads": args.num_threads} if args.num_threads else {}),
         )
     envs = RecordEpisodeStatistics(envs)
 
@@ -640,22 +642,26 @@ def cleanrl_atari(args: Any, envs: Any = None) -> dict[str, Any]:
 # The benchmark: runners in fresh subprocesses, interleaved; JSON, table and learning curves.
 # --------------------------------------------------------------------------------------------
 
-def example_args(env_id: str, seed: int, steps: int, device: str = "auto") -> Any:
-    """The example's Args (CleanRL's hyper-parameters) for a budget of ``steps`` env steps."""
+def example_args(env_id: str, seed: int, steps: int, device: str = "auto",
+                 num_envs: int = 0, num_threads: int = 0) -> Any:
+    """The example's Args (CleanRL's hyper-parameters) for a budget of ``steps`` env steps;
+    ``num_envs`` and ``num_threads`` other than 0 replace CleanRL's env count and the engines'
+    default thread counts."""
+    sizes = {"num_envs": num_envs} if num_envs else {}
     if env_id in ATARI_ENVS or not env_id.endswith(MUJOCO_ENVS):
         import ppo_atari_async as atari
 
         return atari.Args(env_id=env_id, seed=seed, total_timesteps=steps, print_every=0,
-                          device=device)
+                          device=device, num_threads=num_threads, **sizes)
     import ppo_continuous_async as mujoco
 
     return mujoco.Args(env_id=env_id, seed=seed, total_timesteps=steps, print_every=0,
-                       device=device)
+                       device=device, num_threads=num_threads, **sizes)
 
 
-def run_one(runner: str, env_id: str, seed: int, steps: int,
-            device: str = "auto") -> dict[str, Any]:
-    args = example_args(env_id, seed, steps, device)
+def run_one(runner: str, env_id: str, seed: int, steps: int, device: str = "auto",
+            num_envs: int = 0, num_threads: int = 0) -> dict[str, Any]:
+    args = example_args(env_id, seed, steps, device, num_envs, num_threads)
     atari = env_id in ATARI_ENVS
     with contextlib.redirect_stdout(io.StringIO()):
         if runner == "cleanrl":
@@ -687,12 +693,13 @@ def device_name(device: str) -> str:
 
 
 def measure(runner: str, env_id: str, seed: int, steps: int, timeout: float,
-            device: str = "auto") -> dict[str, Any]:
+            device: str = "auto", num_envs: int = 0, num_threads: int = 0) -> dict[str, Any]:
     """One run in a fresh subprocess of this script."""
     started = time.perf_counter()
     load_before = os.getloadavg()
     proc = subprocess.run([sys.executable, __file__, "--one", runner, "--envs", env_id,
-                           "--seeds", str(seed), "--steps", str(steps), "--device", device],
+                           "--seeds", str(seed), "--steps", str(steps), "--device", device,
+                           "--num-envs", str(num_envs), "--num-threads", str(num_threads)],
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode:
         raise RuntimeError(f"{runner} {env_id} seed {seed} failed:\n{proc.stderr[-3000:]}")
@@ -808,6 +815,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="every runner's torch device (auto: CUDA when torch sees a GPU, as "
                         "CleanRL's scripts; overlapped MuJoCo acts on the CPU)")
+    p.add_argument("--num-envs", type=int, default=0,
+                   help="envs per run (0: CleanRL's, 8 for Atari and 1 for MuJoCo)")
+    p.add_argument("--num-threads", type=int, default=0,
+                   help="the engines' worker threads, aiopool's and EnvPool's (0: their default)")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     p.add_argument("--reuse", type=Path,
                    help="an earlier training.json: take its runs of the --reuse-runners with the "
@@ -843,7 +854,8 @@ def steps_for(env_id: str, args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.one:
-        out = run_one(args.one, args.envs[0], args.seeds[0], args.steps, args.device)
+        out = run_one(args.one, args.envs[0], args.seeds[0], args.steps, args.device,
+                      args.num_envs, args.num_threads)
         print(json.dumps(out))
         return 0
 
@@ -857,7 +869,8 @@ def main(argv: list[str] | None = None) -> int:
             # runs of this device only (runs from before --device were on the CPU)
             same_device = r.get("device", "cpu").split()[0] == args.device
             if r["runner"] in args.reuse_runners.split(",") and same_device:
-                reusable[r["runner"], r["env"], r["seed"], r["args"]["total_timesteps"]] = r
+                reusable[r["runner"], r["env"], r["seed"], r["args"]["total_timesteps"],
+                         r["args"]["num_envs"], r["args"]["num_threads"]] = r
     name = "training_quick" if args.quick else "training"
     args.out.mkdir(parents=True, exist_ok=True)
     partial = args.out / f"{name}.partial.json"  # the runs so far, should this one be stopped
@@ -869,11 +882,14 @@ def main(argv: list[str] | None = None) -> int:
             runners = list(args.runners)
             order.shuffle(runners)
             for runner in runners:
-                key = (runner, env_id, seed, steps)
+                size = example_args(env_id, seed, steps, args.device, args.num_envs,
+                                    args.num_threads)
+                key = (runner, env_id, seed, steps, size.num_envs, size.num_threads)
                 if key in reusable:
                     run = {**reusable[key], "reused": True}
                 else:
-                    run = measure(runner, env_id, seed, steps, args.timeout, args.device)
+                    run = measure(runner, env_id, seed, steps, args.timeout, args.device,
+                                  args.num_envs, args.num_threads)
                     partial.write_text(json.dumps({"runs": [*runs, run]}))
                 runs.append(run)
                 last = run["episodes"][-1][1] if run["episodes"] else float("nan")
@@ -888,7 +904,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = summarise(runs, args.envs, args.runners, budgets)
 
     title = (f"PPO, CleanRL's hyper-parameters, {'quick budget' if args.quick else args.steps}"
-             f" env steps, seeds {','.join(map(str, args.seeds))}; torch device "
+             f" env steps, seeds {','.join(map(str, args.seeds))}"
+             + (f", {args.num_envs} envs" if args.num_envs else "")
+             + (f", {args.num_threads} engine threads" if args.num_threads else "")
+             + "; torch device "
              f"{', '.join(sorted({r.get('device', 'cpu') for r in runs}))}; {machine['cpu']}, "
              f"{machine['usable_cores']} cores, load {load_text(loads[0])} -> "
              f"{load_text(loads[-1])}"
@@ -903,6 +922,7 @@ def main(argv: list[str] | None = None) -> int:
                           "CleanRL's loop over SyncVectorEnv / EnvPool",
               "envs": args.envs, "seeds": args.seeds, "runners": args.runners,
               "budgets": budgets, "quick": args.quick, "device": args.device,
+              "num_envs": args.num_envs, "num_threads": args.num_threads,
               "machine": {**machine, "load_start": loads[0], "load_end": loads[-1],
                           "load_after_each_seed": loads[1:]},
               "run_seconds": run_seconds, "reused_from": str(args.reuse or ""),

@@ -56,8 +56,12 @@ auto``; ``process`` as on the CPU) on a CUDA stream of its own, and the rollout'
 the GPU before its update starts. The actor stores each batch's frames in the rollout's host
 staging array (pinned memory) and starts their copy to the rollout's GPU storage
 (``non_blocking``) before its forward; the learner's stream waits for those copies. Its CPU
-threads are not juggled (``--learner-threads``, default 1): the GPU does the work. The GPU
-schedule has not been timed yet.
+threads are not juggled (``--learner-threads``, default 1): the GPU does the work. On an H200
+with 16 cores this schedule made 0.86-1.19x the env-steps/s of CleanRL's loop over EnvPool at
+8 envs and 1.29x at 32 envs / 16 threads (docs/performance.md). ``--cuda-graph`` replays the
+actor's forward as one CUDA graph (``act_rows``: 0.17 ms a call instead of 1.2 there,
+``benchmarks/actor_forward.py``); it is experimental: its unit tests pass on the GPU, but a
+whole run with it did not finish within 70 s there, for a reason not yet found.
 """
 
 from __future__ import annotations
@@ -118,6 +122,10 @@ class Args:
     rounding than CleanRL's layout, which --strict keeps)"""
     device: str = "auto"
     """auto: CUDA when torch sees a GPU, else the CPU; cuda: the GPU or an error"""
+    cuda_graph: bool = False
+    """overlapped on CUDA: the actor's forward and its action draws (Gumbel-max) replayed as one
+    CUDA graph (0.17 ms a call instead of 1.2 on an H200; experimental: a whole run with it did
+    not finish in 70 s there, cause not yet found)"""
     learner: str = "auto"
     """overlapped: where the learner runs; process: its own (the CPU's default: no GIL shared
     with the actor); thread: beside the actor (CUDA's default: one CUDA context, the frames
@@ -553,6 +561,18 @@ NO_FRAMES = np.zeros((0,), np.uint8)  # a rollout's obs when its frames are in a
 ACTED = np.dtype([("action", np.int64), ("logprob", np.float32), ("value", np.float32)])
 
 
+def act_rows(agent: Agent, x: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """Each row's action, its log-probability and its value as one float32 ``[n, 3]`` tensor,
+    the action drawn with the Gumbel-max trick from ``noise``, uniform in [0, 1) ``[n,
+    actions]``: ``argmax(logits - log(-log(u)))`` is a draw from ``Categorical(logits)``, made
+    of kernels alone (no host sync), so a CUDA graph can hold it. ``x``: frames as floats."""
+    hidden = agent.network(x / 255.0)
+    logits = agent.actor(hidden)
+    logp = logits - logits.logsumexp(dim=1, keepdim=True)  # Categorical's normalisation
+    action = torch.argmax(logits - torch.log(-torch.log(noise)), dim=1, keepdim=True)
+    return torch.cat([action.float(), logp.gather(1, action), agent.critic(hidden)], dim=1)
+
+
 class Acting:
     """The DynamicBatcher's backend: one forward for all rows of the calls it coalesced.
 
@@ -561,14 +581,46 @@ class Acting:
     is set in that thread: OpenMP keeps it per thread, and a new thread gets the default (all
     cores), whatever ``torch.set_num_threads`` said elsewhere. The forward runs on the agent's
     device; the frames go there as uint8 and become floats there, as CleanRL's.
+
+    ``graph_rows`` (CUDA): the forward, the draw and the outputs of up to that many rows as
+    one CUDA graph (``act_rows``), captured by ``capture`` before the pool starts. A call
+    copies its frames into the graph's input, replays it and copies its ``[n, 3]`` output
+    back: one launch and one host sync, where the eager forward launches some 30 kernels and
+    syncs three times. Loading new weights copies them into the captured parameters.
     """
 
-    def __init__(self, agent: Agent, num_threads: int, channels_last: bool = False) -> None:
+    def __init__(self, agent: Agent, num_threads: int, channels_last: bool = False,
+                 graph_rows: int = 0) -> None:
         self.agent = agent.to(memory_format=torch.channels_last) if channels_last else agent
         self.layout = torch.channels_last if channels_last else torch.contiguous_format
         self.device = next(agent.parameters()).device
         self.num_threads = num_threads
         self.pending: Weights | None = None
+        self.graph_rows = graph_rows
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.graph_in = self.graph_out = torch.empty(0)
+
+    def capture(self, obs_shape: tuple[int, ...]) -> None:
+        """Capture the graph of ``graph_rows`` rows (after a few eager runs on a side stream,
+        where cuDNN picks its convolutions); before any other thread uses the GPU."""
+        num_actions = self.agent.actor.out_features
+        self.graph_in = torch.zeros((self.graph_rows, *obs_shape), dtype=torch.uint8,
+                                    device=self.device)
+
+        def rows() -> torch.Tensor:
+            x = self.graph_in.float().contiguous(memory_format=self.layout)
+            noise = torch.rand((self.graph_rows, num_actions), device=self.device)
+            return act_rows(self.agent, x, noise)
+
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.no_grad(), torch.cuda.stream(side):
+            for _ in range(3):
+                rows()
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(self.graph):
+            self.graph_out = rows()
 
     def publish(self, weights: Weights) -> None:
         self.pending = weights
@@ -578,11 +630,17 @@ class Acting:
         weights, self.pending = self.pending, None
         if weights is not None:
             self.agent.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+        out = np.empty(len(obs), ACTED)
+        if self.graph is not None and len(obs) <= self.graph_rows:
+            self.graph_in[:len(obs)].copy_(torch.from_numpy(obs))
+            self.graph.replay()
+            acted = self.graph_out[:len(obs)].cpu().numpy()
+            out["action"], out["logprob"], out["value"] = acted.T
+            return out
         x = torch.from_numpy(obs).to(self.device).float()  # CleanRL's torch.Tensor(obs), there
         with torch.no_grad():
             action, logprob, _, value = self.agent.get_action_and_value(
                 x.contiguous(memory_format=self.layout))
-        out = np.empty(len(obs), ACTED)
         out["action"], out["logprob"] = action.cpu(), logprob.cpu()
         out["value"] = value.flatten().cpu()
         return out
@@ -671,7 +729,11 @@ async def main(args: Args) -> dict[str, Any]:
                         num_threads=args.num_threads or None, seed=args.seed, **env_kwargs)
     # Overlapped, the actor's CNN in the learner's layout: a forward of 4 frames stacks took
     # 2.4 ms instead of 2.8 here. --strict keeps CleanRL's (and its floats).
-    acting = Acting(agent, args.actor_threads, args.channels_last and not args.strict)
+    graphed = device.type == "cuda" and args.cuda_graph and not args.strict
+    acting = Acting(agent, args.actor_threads, args.channels_last and not args.strict,
+                    graph_rows=num_envs if graphed else 0)
+    if graphed:
+        acting.capture(obs_shape)
     policy = DynamicBatcher(acting, max_batch_rows=num_envs)
 
     def new_rollout() -> Rollout:

@@ -49,3 +49,18 @@ def test_inference_quick_run_writes_json_and_plot(tmp_path: Path) -> None:
     batched = [c for c in result["cells"] if c["mode"] == "batcher" and c["consumers"] == 4]
     assert batched[0]["rows_per_forward"] > 32  # the four consumers were coalesced
     assert (tmp_path / "inference.png").stat().st_size > 0
+
+
+def test_actor_forward_times_each_way_of_acting() -> None:
+    torch = pytest.importorskip("torch", reason="needs torch (the actor is the example's CNN): "
+                                                "pip install -e '.[test]'")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "actor_forward.py"), "--rows", "1,2"],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines()
+            if line.startswith("| cpu") or line.startswith("| cuda")]
+    ways = [r[0].strip() for r in rows]
+    assert ways[0] == "cpu, 1 thread" and ways[1].startswith("cpu, ")
+    assert ("cuda, graph" in ways) == torch.cuda.is_available()
+    assert all(float(ms) > 0 for r in rows for ms in r[1:]) and all(len(r) == 3 for r in rows)

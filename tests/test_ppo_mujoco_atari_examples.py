@@ -36,6 +36,7 @@ import ppo_atari_async as atari
 import ppo_continuous_async as mujoco
 import torch
 import training
+from torch import nn
 
 CLEANRL_STATS = ("value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl",
                  "clipfrac", "explained_variance")
@@ -249,6 +250,77 @@ def test_atari_overlapped_learner_thread_learns_from_the_device_storage(device: 
     assert all("wide_minibatches" not in h for h in out["history"])  # no thread juggling
     assert all(np.isfinite(w).all() for w in out["weights"].values())
     check_game_logging(out, 8)
+
+
+def test_training_benchmark_sizes_reach_both_examples() -> None:
+    # benchmarks/training.py --num-envs / --num-threads: the examples' env and thread counts
+    # (0 keeps CleanRL's env count and the engines' default threads).
+    atari_args = training.example_args("Breakout-v5", 1, 8192, "cpu", 32, 16)
+    assert (atari_args.num_envs, atari_args.num_threads) == (32, 16)
+    assert training.example_args("Breakout-v5", 1, 8192, "cpu").num_envs == 8
+    mujoco_args = training.example_args("Hopper-v5", 1, 8192, "cpu", 4, 2)
+    assert (mujoco_args.num_envs, mujoco_args.num_threads) == (4, 2)
+    assert training.example_args("Hopper-v5", 1, 8192, "cpu").num_envs == 1
+
+
+def test_atari_act_rows_draws_from_the_policy_with_its_logprob_and_value() -> None:
+    # The graphed actor's draw (Gumbel-max over uniform noise): the log-probability and value
+    # of the action it draws are get_action_and_value's for that action, and the draws follow
+    # the policy's probabilities.
+    torch.manual_seed(0)
+    agent = atari.Agent(4)
+    with torch.no_grad():
+        x = torch.randint(0, 255, (8, 4, 84, 84)).float()
+        acted = atari.act_rows(agent, x, torch.rand((8, 4)))
+        _, logprob, _, value = agent.get_action_and_value(x, acted[:, 0].long())
+    torch.testing.assert_close(acted[:, 1], logprob)
+    torch.testing.assert_close(acted[:, 2], value.flatten())
+    # The draws, over a network small enough for many rows: frequencies within 0.02 of the
+    # probabilities of a skewed policy.
+    small = nn.Module()
+    small.network, small.actor, small.critic = nn.Identity(), nn.Linear(3, 4), nn.Linear(3, 1)
+    with torch.no_grad():
+        small.actor.weight.copy_(torch.tensor([[300.0, 0, 0], [0, 300, 0], [0, 0, 0], [0, 0, 0]]))
+        small.actor.bias.zero_()
+        x = torch.tensor([[1.0, 2.0, 0.0]]).repeat(40_000, 1)
+        acted = atari.act_rows(small, x, torch.rand((40_000, 4)))  # type: ignore[arg-type]
+        probs = torch.softmax(small.actor(x[:1] / 255.0), dim=1)[0].numpy()
+    counts = np.bincount(acted[:, 0].long().numpy(), minlength=4) / 40_000
+    assert probs.max() > 0.5 and probs.min() > 0.05
+    np.testing.assert_allclose(counts, probs, atol=0.02)
+    np.testing.assert_allclose(acted[:, 1].exp().numpy(), probs[acted[:, 0].long().numpy()],
+                               rtol=1e-5)
+
+
+@GPU
+def test_atari_graphed_actor_acts_as_the_eager_one() -> None:
+    # Overlapped on CUDA, the actor replays a CUDA graph: its log-probabilities and values are
+    # the eager forward's for the actions it draws, for any row count up to the graph's, and
+    # weights published later reach the graph.
+    torch.manual_seed(0)
+    agent = atari.Agent(4).to("cuda")
+    eager = atari.Acting(atari.Agent(4).to("cuda"), 1)
+    graphed = atari.Acting(agent, 1, graph_rows=8)
+    graphed.capture((4, 84, 84))
+    rng = np.random.default_rng(0)
+    for version in range(2):
+        weights = {k: v.detach().cpu().numpy() + version * 0.01
+                   for k, v in agent.state_dict().items()}
+        graphed.publish(weights)
+        eager.publish(weights)
+        for n in (1, 4, 8):
+            obs = rng.integers(0, 255, (n, 4, 84, 84), dtype=np.uint8)
+            out = graphed(obs)
+            assert out["action"].min() >= 0 and out["action"].max() < 4
+            with torch.no_grad():
+                eager(obs)  # loads the weights
+                x = torch.from_numpy(obs).to("cuda").float()
+                _, logprob, _, value = eager.agent.get_action_and_value(
+                    x, torch.from_numpy(out["action"]).to("cuda"))
+            np.testing.assert_allclose(out["logprob"], logprob.cpu().numpy(), rtol=1e-4,
+                                       atol=1e-5)
+            np.testing.assert_allclose(out["value"], value.flatten().cpu().numpy(), rtol=1e-4,
+                                       atol=1e-5)
 
 
 @GPU
