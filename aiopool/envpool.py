@@ -8,9 +8,10 @@ Code written for EnvPool 1.2.5 runs with its import changed and nothing else:
     >>> obs, rew, term, trunc, info = env.step(np.zeros(8, dtype=int))
 
 ``make`` / ``make_gym`` / ``make_gymnasium`` / ``make_dm`` / ``make_spec`` / ``list_all_envs``
-take EnvPool's task ids (the ones aiopool has: classic control, toy text, the MuJoCo v5 envs
-and the Atari games; EnvPool's ``Taxi-v3`` is gymnasium 1.4's ``Taxi-v4``, its
-``CliffWalking-v0`` is ``CliffWalking-v1``) and EnvPool's keyword arguments with EnvPool's
+take EnvPool's task ids (the ones aiopool has: classic control, toy text, Box2D, the MuJoCo v5
+envs, the Atari games and the Control Suite's tasks; EnvPool's ``Taxi-v3`` is gymnasium 1.4's
+``Taxi-v4``, its ``CliffWalking-v0`` is ``CliffWalking-v1``, its ``CheetahRun-v1`` is
+``dmc/cheetah-run``) and EnvPool's keyword arguments with EnvPool's
 meanings and defaults: ``seed=42``, ``reward_clip=False``, ``batch_size=num_envs``,
 ``max_episode_steps=27000`` steps for Atari, ``gray_scale``, ``frame_skip``, ``episodic_life``,
 FrozenLake's ``size`` ... The objects they return have EnvPool's surface: single-env
@@ -42,6 +43,10 @@ What differs from EnvPool:
   Image sizes that divide the 210x160 screen on both axes (105x80) are refused: aiopool
   reproduces OpenCV's general ``INTER_AREA`` path only.
 - **Not provided:** Atari's ``info["ram"]`` and Acrobot's ``info["state"]``.
+- **Control Suite observations** are the task's own arrays, dm_control's, in a dict of float64
+  (EnvPool's: every key of the domain's tasks, zeros where the task has none, as FingerSpin's
+  ``target_position``). ``frame_skip`` is dm_control's ``n_sub_steps``, EnvPool's meaning; a
+  domain that sets its control timestep (ball_in_cup, ...) takes only its default.
 - **Rendering:** ``render_mode="rgb_array"``, ``render_env_id`` and ``render(env_ids)`` as
   EnvPool's, with gymnasium's frames (aiopool's ``Pool.render``); MuJoCo's
   ``render_width`` / ``render_height`` / ``render_camera_id``. ``render_mode="human"``,
@@ -63,6 +68,7 @@ What differs from EnvPool:
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import os
 import re
@@ -236,7 +242,7 @@ _NOT_PROVIDED = {"ram": "Atari's RAM", "state": "Acrobot's internal state"}
 _INT32_MAX = 2**31 - 1
 
 
-_Family = Literal["classic", "toy_text", "mujoco", "atari", "box2d"]
+_Family = Literal["classic", "toy_text", "mujoco", "atari", "box2d", "dmc"]
 
 
 class _Task(NamedTuple):
@@ -248,8 +254,28 @@ class _Task(NamedTuple):
 def list_all_envs() -> list[str]:
     """Every EnvPool task id this module can make (those aiopool has an env for)."""
     native = [i for i in registry.list_envs() if _family(i) is not None]
-    return [_ENVPOOL_NAME.get(i, i) for i in native] + [
+    return [_envpool_name(i) for i in native] + [
         alias for alias in _LISTED_ALIASES if _ALIASES[alias] in native]
+
+
+def _envpool_name(native_id: str) -> str:
+    """EnvPool's id of one of aiopool's envs: the Control Suite's ``dmc/humanoid_CMU-run`` is
+    ``HumanoidCMURun-v1`` (each word of the domain and task capitalised, as EnvPool names them)."""
+    if not native_id.startswith("dmc/"):
+        return _ENVPOOL_NAME.get(native_id, native_id)
+    words = native_id.removeprefix("dmc/").replace("-", "_").split("_")
+    return "".join(w[:1].upper() + w[1:] for w in words) + "-v1"
+
+
+@functools.cache
+def _dmc_names() -> dict[str, str]:
+    """EnvPool's Control Suite ids -> aiopool's."""
+    return {_envpool_name(i): i for i in registry.list_envs() if i.startswith("dmc/")}
+
+
+def _native_name(task_id: str) -> str:
+    """aiopool's id of an EnvPool task id (the id itself where they agree)."""
+    return _ALIASES.get(task_id) or _dmc_names().get(task_id, task_id)
 
 
 def _family(native_id: str) -> _Family | None:
@@ -258,7 +284,7 @@ def _family(native_id: str) -> _Family | None:
     if native_id in _CLASSIC:
         return "classic"
     family = registry.family_of(native_id)
-    if family is not None and family.name in ("toy_text", "mujoco", "atari", "box2d"):
+    if family is not None and family.name in ("toy_text", "mujoco", "atari", "box2d", "dmc"):
         return cast(_Family, family.name)
     return None
 
@@ -266,7 +292,7 @@ def _family(native_id: str) -> _Family | None:
 def _task(task_id: str) -> _Task:
     if not isinstance(task_id, str):
         raise TypeError(f"task_id is {task_id!r}, expected an EnvPool task id such as 'Pong-v5'")
-    native = _ALIASES.get(task_id, task_id)
+    native = _native_name(task_id)
     family = _family(native)
     if family is not None and native in registry.list_envs():
         return _Task(task_id, native, family)
@@ -274,7 +300,7 @@ def _task(task_id: str) -> _Task:
 
 
 def _unknown_task(task_id: str, family: str | None) -> str:
-    declared = registry.family_of(_ALIASES.get(task_id, task_id)) if family else None
+    declared = registry.family_of(_native_name(task_id)) if family else None
     why = registry.unavailable_families().get(declared.title) if declared else None
     if declared is not None and why is not None:
         return (f"{task_id} is one of aiopool's {declared.title} envs, which are unavailable "
@@ -286,13 +312,15 @@ def _unknown_task(task_id: str, family: str | None) -> str:
                 "observations, rewards and defaults are v5's, not those of older versions)")
     else:
         hint = _did_you_mean(task_id, available, n=3)
-    atari = [i for i in available if _family(_ALIASES.get(i, i)) == "atari"]
-    mujoco = sorted(i for i in available if _family(_ALIASES.get(i, i)) == "mujoco")
-    toy_text = [i for i in available if _family(_ALIASES.get(i, i)) == "toy_text"]
-    box2d = [i for i in available if _family(_ALIASES.get(i, i)) == "box2d"]
+    families: dict[str | None, list[str]] = {}
+    for i in available:
+        families.setdefault(_family(_native_name(i)), []).append(i)
+    atari, dmc = families.get("atari", []), families.get("dmc", [])
     return (f"aiopool has no env for EnvPool's {task_id!r}{hint}. It has {', '.join(_CLASSIC)}, "
-            f"the toy-text envs {', '.join(toy_text)}, the Box2D envs {', '.join(box2d)}, the "
-            f"MuJoCo envs {', '.join(mujoco)} and "
+            f"the toy-text envs {', '.join(families.get('toy_text', []))}, the Box2D envs "
+            f"{', '.join(families.get('box2d', []))}, the MuJoCo envs "
+            f"{', '.join(sorted(families.get('mujoco', [])))}, "
+            f"{len(dmc)} Control Suite tasks ({', '.join(dmc[:3])}, ...) and "
             f"{len(atari)} Atari games "
             f"({', '.join(atari[:3])}, ...); envpool.list_all_envs() lists them all")
 
@@ -329,6 +357,11 @@ def _defaults(task: _Task) -> dict[str, Any]:
         config["max_episode_steps"] = 27000
         rom = next(default for name, _, default in keys if name == "rom_path")
         config.update(_ATARI_KEYS, task=str(rom).removesuffix(".bin"))
+        return config
+    if task.family == "dmc":  # dm_control's 1,000 control steps, as EnvPool's
+        config["max_episode_steps"] = 1000
+        config.update(frame_skip=_dmc_sub_steps(task.native_id), frame_stack=1,
+                      task_name=task.native_id.split("-", 1)[1])
         return config
     # EnvPool's "no time limit" (CliffWalking) is INT32_MAX steps.
     config["max_episode_steps"] = int(max_steps) or _INT32_MAX
@@ -372,8 +405,8 @@ def _plan(task_id: str, kwargs: dict[str, Any]) -> _Plan:
     if config["max_episode_steps"] < 1:
         raise ValueError(f"max_episode_steps is {config['max_episode_steps']}, expected >= 1")
     seed = _seeds(config, num_envs)
-    env_kwargs, max_steps = (_atari_kwargs if task.family == "atari" else _gym_kwargs)(
-        task, config)
+    kwargs_of = {"atari": _atari_kwargs, "dmc": _dmc_kwargs}.get(task.family, _gym_kwargs)
+    env_kwargs, max_steps = kwargs_of(task, config)
     render, render_env_id = _render_plan(task, rendering, num_envs)
     return _Plan(task, config, num_envs, batch_size, threads, seed, max_steps, env_kwargs,
                  render, render_env_id)
@@ -481,6 +514,40 @@ def _atari_kwargs(task: _Task, config: dict[str, Any]) -> tuple[dict[str, Any], 
     return kwargs, 0
 
 
+@functools.cache
+def _dmc_sub_steps(native_id: str) -> int:
+    """The task's physics steps per control step (dm_control's n_sub_steps, EnvPool's default
+    frame_skip), from the model dm_control builds."""
+    keys, _ = registry._module_for(native_id).env_config(native_id)
+    family = registry.family_of(native_id)
+    assert family is not None and family.prepare is not None
+    config = family.prepare(native_id, {name: registry._default(kind, default)
+                                        for name, kind, default in keys})
+    return int(config["control_steps"])
+
+
+def _dmc_kwargs(task: _Task, config: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """EnvPool's Control Suite keywords: ``frame_skip`` is dm_control's ``n_sub_steps`` (physics
+    steps per control step); ``max_episode_steps`` becomes the pool's step limit (dm_control's
+    own time limit off: an episode that reaches it ends as dm_control's does at its limit,
+    truncated, discount 1)."""
+    if config["frame_skip"] < 1:
+        raise ValueError(f"{task.envpool_id}: frame_skip is {config['frame_skip']}, expected "
+                         ">= 1 physics steps per step")
+    if config["frame_stack"] != 1:
+        raise ValueError(f"{task.envpool_id}: frame_stack={config['frame_stack']!r} cannot be "
+                         "honoured: aiopool's Control Suite observations are one step's "
+                         "(only frame_stack=1)")
+    task_name = task.native_id.split("-", 1)[1]
+    if config["task_name"] != task_name:
+        raise ValueError(f"{task.envpool_id}: task_name={config['task_name']!r}; the task is "
+                         f"the id's ({task_name!r}): name another id for another task")
+    kwargs: dict[str, Any] = {"time_limit": float("inf")}
+    if config["frame_skip"] != _dmc_sub_steps(task.native_id):  # (some tasks set dm_control's
+        kwargs["n_sub_steps"] = config["frame_skip"]  # control_timestep, which refuses it)
+    return kwargs, config["max_episode_steps"]
+
+
 def _gym_kwargs(task: _Task, config: dict[str, Any]) -> tuple[dict[str, Any], int]:
     """EnvPool's classic-control / MuJoCo keywords as gymnasium's (aiopool's) kwargs."""
     keys, _ = registry._module_for(task.native_id).env_config(task.native_id)
@@ -545,11 +612,16 @@ class EnvSpec:
         i32 = np.iinfo(np.int32)
         env_id = specs.BoundedArray((), np.int32, i32.min, i32.max, name="env_id")
         space = self.observation_space
-        obs = (specs.DiscreteArray(int(space.n), dtype=np.int32, name="obs")  # toy text
-               if isinstance(space, gym.spaces.Discrete) else
-               specs.BoundedArray(space.shape, space.dtype, getattr(space, "low", 0),
-                                  getattr(space, "high", 0), name="obs"))
-        fields: dict[str, Any] = {"env_id": env_id, "players": _Players(env_id=env_id), "obs": obs}
+        fields: dict[str, Any] = {"env_id": env_id, "players": _Players(env_id=env_id)}
+        if isinstance(space, gym.spaces.Dict):  # the Control Suite's named arrays
+            parts = cast(dict[str, gym.spaces.Box], dict(space.spaces))
+            fields.update({name: specs.BoundedArray(part.shape, part.dtype, part.low, part.high,
+                                                    name=name) for name, part in parts.items()})
+        elif isinstance(space, gym.spaces.Discrete):  # toy text
+            fields["obs"] = specs.DiscreteArray(int(space.n), dtype=np.int32, name="obs")
+        else:
+            fields["obs"] = specs.BoundedArray(space.shape, space.dtype, getattr(space, "low", 0),
+                                               getattr(space, "high", 0), name="obs")
         for name, (dtype, flag) in self._info.items():
             if flag:
                 fields[name] = specs.DiscreteArray(2, dtype=dtype, name=name)
@@ -614,6 +686,8 @@ def _info_fields(task: _Task, pool: Pool) -> dict[str, tuple[np.dtype[Any], int]
                 "terminated": (np.dtype(np.int32), 1)}
     if task.family == "toy_text":
         return {name: (np.dtype(np.float32), 0) for name in _TOY_TEXT_INFO.get(task.native_id, ())}
+    if task.family == "dmc":  # EnvPool's env_id, players and elapsed_step only
+        return {}
     fields = {f.name: (_envpool_dtype(f.dtype), 0) for f in pool.spec.info}
     for alias, name in _MUJOCO_INFO_ALIASES.get(task.native_id, {}).items():
         fields[alias] = fields[name]
@@ -649,7 +723,7 @@ def _pool(plan: _Plan, num_envs: int | None = None) -> Pool:
 class _Rows(NamedTuple):
     """One recv's rows in EnvPool's form (writeable copies)."""
 
-    obs: Array
+    obs: Any  # an array; the Control Suite's: a dict of arrays
     reward: npt.NDArray[np.float32]
     terminated: npt.NDArray[np.bool_]
     truncated: npt.NDArray[np.bool_]
@@ -872,8 +946,13 @@ class _EnvPool:
         native_elapsed = np.array(info["elapsed_step"][take])
         terminated = np.array(batch.terminated[take])
         truncated = np.array(batch.truncated[take])
-        obs = (np.array(batch.obs[take]) if not isinstance(batch.obs, tuple)  # Blackjack's:
-               else np.stack([part[take] for part in batch.obs], axis=1))    # one row
+        obs: Any
+        if isinstance(batch.obs, tuple):  # Blackjack's: one row
+            obs = np.stack([part[take] for part in batch.obs], axis=1)
+        elif isinstance(batch.obs, dict):  # the Control Suite's: a dict of arrays
+            obs = {name: np.array(part[take]) for name, part in batch.obs.items()}
+        else:
+            obs = np.array(batch.obs[take])
         reset = native_elapsed == 0
         done = terminated | truncated
         extras: dict[str, Array] = {}
@@ -893,6 +972,9 @@ class _EnvPool:
                       "reward": info["reward_unclipped"][take].astype(np.float32),
                       "terminated": game_over.astype(np.int32)}
             obs = self._envpool_frames(obs, native_elapsed)
+        elif self._task.family == "dmc":  # dm_control's discount: 0 only where terminated
+            elapsed, first = native_elapsed, reset
+            discount = (~terminated).astype(np.float32)
         elif self._task.family == "toy_text":  # EnvPool's int32 states and float32 prob
             elapsed, first = native_elapsed, reset
             discount = (~done).astype(np.float32)
@@ -1031,8 +1113,9 @@ class DMEnvPool(_EnvPool, _DmEnvironment):  # type: ignore[misc]
     def _to(self, rows: _Rows, reset: bool, return_info: bool) -> Any:
         info = self._info(rows)
         del info["elapsed_step"]  # not in EnvPool's dm State
+        obs = rows.obs if isinstance(rows.obs, dict) else {"obs": rows.obs}
         fields = {"env_id": info.pop("env_id"), "players": _Players(**info.pop("players")),
-                  "obs": rows.obs, **info}
+                  **obs, **info}
         step_type = np.where(rows.first, 0, np.where(rows.terminated | rows.truncated, 2, 1))
         return _TimeStep(step_type=step_type.astype(np.int32), reward=rows.reward,
                          discount=rows.discount, observation=_state_type(tuple(fields))(**fields))

@@ -116,11 +116,11 @@ def family(env_id: str) -> Family:
 
 
 def envpool_id(env_id: str) -> str:
-    """EnvPool's id of an env: the Control Suite's ``dmc/cheetah-run`` is its CheetahRun-v1."""
-    if not env_id.startswith("dmc/"):
-        return env_id
-    words = env_id.removeprefix("dmc/").replace("-", "_").split("_")
-    return "".join(w.capitalize() for w in words) + "-v1"
+    """EnvPool's id of an env: the Control Suite's ``dmc/cheetah-run`` is its CheetahRun-v1
+    (the EnvPool drop-in's naming)."""
+    from aiopool.envpool import _envpool_name
+
+    return _envpool_name(env_id)
 
 
 # -- what is measured ---------------------------------------------------------------------

@@ -18,7 +18,7 @@ import pytest
 
 import aiopool
 import aiopool.envpool as ours
-from aiopool._native.families import ATARI, BOX2D
+from aiopool._native.families import ATARI, BOX2D, DMC
 
 HAVE_ENVPOOL = importlib.util.find_spec("envpool") is not None
 needs_envpool = pytest.mark.skipif(not HAVE_ENVPOOL, reason="EnvPool is not installed "
@@ -121,8 +121,11 @@ GYMNASIUM_EXTRAS = {"reward_forward", "reward_ctrl", "reward_survive", "reward_c
                     "distance_penalty", "velocity_penalty", "mujoco_warning", "mujoco_error"}
 
 
-def _same_structure(mine: Any, theirs: Any) -> None:
+def _same_structure(mine: Any, theirs: Any, envpool_only: frozenset[str] = frozenset()) -> None:
+    """Equal structures, but for gymnasium's extra info keys in aiopool's and the keys only
+    EnvPool's have (``envpool_only``)."""
     got, want = _shapes(mine), _shapes(theirs)
+    want = {path: leaf for path, leaf in want.items() if path.split(".")[-1] not in envpool_only}
     extra = {path for path in got.keys() - want.keys()
              if path.split(".")[-1] in GYMNASIUM_EXTRAS}
     assert {path: got[path] for path in got.keys() - extra} == want
@@ -130,13 +133,34 @@ def _same_structure(mine: Any, theirs: Any) -> None:
 
 SIDE_BY_SIDE = ["Pong-v5", "Breakout-v5", "CartPole-v1", "Pendulum-v1", "HalfCheetah-v5",
                 "Hopper-v5", "Acrobot-v1", "FrozenLake8x8-v1", "Taxi-v3", "CliffWalking-v0",
-                "LunarLander-v2", "BipedalWalkerHardcore-v3", "Blackjack-v1"]
+                "LunarLander-v2", "BipedalWalkerHardcore-v3", "Blackjack-v1", "CheetahRun-v1",
+                "HumanoidCMUWalk-v1", "CartpoleThreePoles-v1"]
+
+
+# EnvPool's Control Suite observations have every key of the domain's tasks (zeros where the
+# task has none); aiopool's are the task's own, dm_control's (docs/migrating.md).
+ENVPOOL_ONLY_KEYS = {
+    "FingerSpin-v1": {"dist_to_target", "target_position"}, "FishUpright-v1": {"target"},
+    "HumanoidRun-v1": {"position"}, "HumanoidStand-v1": {"position"},
+    "HumanoidWalk-v1": {"position"},
+    "HumanoidRunPureState-v1": {"com_velocity", "extremities", "head_height", "joint_angles",
+                                "torso_vertical"},
+    "QuadrupedRun-v1": {"ball_state", "origin", "rangefinder", "target_position"},
+    "QuadrupedWalk-v1": {"ball_state", "origin", "rangefinder", "target_position"}}
 
 
 def _same_space(mine: gym.Space[Any], theirs: gym.Space[Any], task_id: str) -> None:
-    """Equal spaces; EnvPool's Box2D observation spaces have no bounds (float32's smallest
-    positive value up to its largest), aiopool's are gymnasium's: those compare shape and dtype."""
+    """Equal spaces; EnvPool's Box2D and Control Suite observation spaces have no bounds (the
+    dtype's smallest positive value up to its largest), aiopool's are gymnasium's (Box2D) and
+    unbounded (the Control Suite's): those compare shape and dtype, key by key."""
     family = aiopool.registry.family_of(ours._task(task_id).native_id)
+    if isinstance(theirs, gym.spaces.Dict) and family is DMC:
+        assert isinstance(mine, gym.spaces.Dict), task_id
+        assert set(theirs.keys()) - set(mine.keys()) == ENVPOOL_ONLY_KEYS.get(task_id, set())
+        for key, part in mine.spaces.items():
+            assert isinstance(theirs[key], gym.spaces.Box) and theirs[key].low.min() > 0
+            assert (part.shape, part.dtype) == (theirs[key].shape, theirs[key].dtype), task_id
+        return
     if family is BOX2D and isinstance(theirs, gym.spaces.Box) and theirs.low.min() > 0:
         assert (mine.shape, mine.dtype) == (theirs.shape, theirs.dtype), task_id
         return
@@ -184,7 +208,8 @@ def test_list_all_envs_and_make_spec_match_envpool() -> None:
         _same_space(mine.action_space, theirs.action_space, task_id)
         assert mine.reward_threshold == theirs.reward_threshold, task_id
         _same_structure(mine.action_spec(), theirs.action_spec())
-        _same_structure(mine.observation_spec(), theirs.observation_spec())
+        _same_structure(mine.observation_spec(), theirs.observation_spec(),
+                        frozenset(ENVPOOL_ONLY_KEYS.get(task_id, ())))
     options = {"num_envs": 4, "batch_size": 2, "seed": 3, "episodic_life": True,
                "reward_clip": True, "gray_scale": False, "stack_num": 2, "img_height": 100,
                "img_width": 80, "max_episode_steps": 1000, "noop_max": 1}
@@ -448,6 +473,42 @@ def test_mujoco_keywords_reach_gymnasiums_names() -> None:
     env.close()
 
 
+# -- the Control Suite ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("env_type", ["gymnasium", "dm"])
+def test_control_suite_ids_step_dm_controls_tasks(env_type: str) -> None:
+    # EnvPool's CheetahRun-v1 is aiopool's dmc/cheetah-run (dm_control's task, bit for bit in
+    # tests/test_parity_dmc.py): the same observations from the same seeds, EnvPool's float32
+    # rewards, its step limit (max_episode_steps) ending the episode truncated with discount 1,
+    # and frame_skip as dm_control's n_sub_steps.
+    env = ours.make("CheetahRun-v1", env_type=env_type, num_envs=2, seed=3, max_episode_steps=4)
+    native = aiopool.make_gymnasium("dmc/cheetah-run", 2, seed=3, autoreset_mode="next_step",
+                                    time_limit=float("inf"), max_episode_steps=4)
+    assert env.config["frame_skip"] == 1 and env.config["task_name"] == "run"
+    got = env.reset()
+    want, _ = native.reset()
+    action = np.linspace(-1, 1, 12).reshape(2, 6)
+    for t in range(6):
+        obs = got.observation._asdict() if env_type == "dm" else got[0]
+        for key in ("position", "velocity"):
+            np.testing.assert_array_equal(obs[key], want[key])
+        got = env.step(action)
+        want, reward, terminated, truncated, _ = native.step(action)
+        if env_type == "dm":
+            np.testing.assert_array_equal(got.reward, reward.astype(np.float32))
+            assert got.step_type.tolist() == [2, 2] if t == 3 else got.step_type.tolist() != [2, 2]
+            assert got.discount.tolist() == [1.0, 1.0]
+        else:
+            assert got[1].dtype == np.float32 and got[3].tolist() == truncated.tolist()
+            assert truncated.tolist() == [t == 3] * 2 and not terminated.any()
+    env.close()
+    native.close()
+    assert ours.make_spec("BallInCupCatch-v1").config.frame_skip == 10  # dm_control's
+    assert ours.make_spec("CheetahRun-v1", frame_skip=2).config.frame_skip == 2
+    with pytest.raises(ValueError, match="sets its control timestep"):
+        ours.make_spec("BallInCupCatch-v1", frame_skip=20)
+
+
 # -- what is refused, and how ----------------------------------------------------------------
 
 @pytest.mark.parametrize(("task_id", "kwargs", "error", "match"), [
@@ -475,6 +536,10 @@ def test_mujoco_keywords_reach_gymnasiums_names() -> None:
     ("Pong-v5", {"num_envs": 2, "batch_size": 3}, ValueError, "up to num_envs"),
     ("HalfCheetah-v5", {"frame_stack": 2}, ValueError, "frame_stack=2 cannot be honoured"),
     ("Pendulum-v1", {"version": 0}, ValueError, "gymnasium's Pendulum-v1"),
+    ("CheetahRun-v1", {"frame_stack": 2}, ValueError, "frame_stack=2 cannot be honoured"),
+    ("CheetahRun-v1", {"task_name": "walk"}, ValueError, "name another id"),
+    ("CheetahRun-v1", {"frame_skip": 0}, ValueError, "frame_skip is 0"),
+    ("CheetahWalk-v1", {}, ValueError, "did you mean 'CheetahRun-v1'.*Control Suite tasks"),
 ])
 def test_refusals_say_what_and_why(task_id: str, kwargs: dict[str, Any],
                                    error: type[Exception], match: str) -> None:

@@ -172,9 +172,17 @@ def _prepare_dmc(env_id: str, config: dict[str, Any]) -> dict[str, Any]:
     task_kwargs = {k: v for k, v in config.items() if k not in _DMC_PREPARED | _DMC_ENVIRONMENT}
     key = (env_id, time_limit, n_sub_steps, *sorted(task_kwargs.items()))
     if key not in _DMC_MODELS:
-        env = suite.load(domain, task,
-                         task_kwargs={"random": 0, "time_limit": time_limit, **task_kwargs},
-                         environment_kwargs={"n_sub_steps": n_sub_steps} if n_sub_steps else {})
+        try:
+            env = suite.load(domain, task,
+                             task_kwargs={"random": 0, "time_limit": time_limit, **task_kwargs},
+                             environment_kwargs={"n_sub_steps": n_sub_steps} if n_sub_steps else {})
+        except ValueError as e:
+            if "control_timestep" not in str(e):
+                raise
+            raise ValueError(f"{env_id}: n_sub_steps={n_sub_steps} cannot be honoured: "
+                             f"dm_control's {domain} sets its control timestep, and with it the "
+                             "physics steps per control step (only n_sub_steps=0, the task's)"
+                             ) from None
         if not _DMC_DIR:
             _DMC_DIR.append(tempfile.TemporaryDirectory(prefix="aiopool-dmc-"))
         path = os.path.join(_DMC_DIR[0].name, f"{len(_DMC_MODELS)}.mjb")
