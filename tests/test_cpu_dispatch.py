@@ -57,6 +57,12 @@ def test_the_envs_kernels_are_numpys_own(module: object) -> None:
         ours = np.array([module._np_vecmat(v, m) for v, m in zip(vs, ms, strict=True)])  # type: ignore[attr-defined]
         ref = np.array([v.dot(m) for v, m in zip(vs, ms, strict=True)])
         assert np.array_equal(ours, ref), f"v.dot(m) of {rows}x{cols} differs"
+    for rows, inner, cols in ((3, 3, 3), (4, 3, 3)):  # a.dot(b): numpy's cblas_dgemm
+        a_s = rng.standard_normal((2_000, rows, inner))
+        b_s = rng.standard_normal((2_000, inner, cols))
+        ours = np.array([module._np_matmul(a, b) for a, b in zip(a_s, b_s, strict=True)])  # type: ignore[attr-defined]
+        ref = np.array([a.dot(b).ravel() for a, b in zip(a_s, b_s, strict=True)])
+        assert np.array_equal(ours, ref), f"a.dot(b) of {rows}x{inner} by {inner}x{cols} differs"
     for n in (2, 3, 7):
         v = rng.standard_normal((20_000, n))
         ours = np.array(module._np_norm(v))  # type: ignore[attr-defined]

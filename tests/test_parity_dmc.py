@@ -44,7 +44,7 @@ UNREWARDED = {"dmc/cartpole-swingup_sparse", "dmc/acrobot-swingup_sparse", "dmc/
               "dmc/finger-turn_hard"}
 # Tasks of implemented domains that are not native yet: quadruped's escape (a heightfield terrain
 # drawn through scipy's ndimage.zoom) and fetch (matrix-matrix products).
-NOT_YET = {"dmc/quadruped-escape", "dmc/quadruped-fetch"}
+NOT_YET = {"dmc/quadruped-escape"}
 CASES: list[tuple[str, dict[str, Any], int]] = [
     *((env_id, {"time_limit": 1.0}, 400) for env_id in DMC_IDS),
     ("dmc/pendulum-swingup", {}, 1100),

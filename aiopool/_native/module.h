@@ -331,10 +331,20 @@ std::string resolve_ddot(numpy_math::Kernels& k) {
     else
       k.dgemv32 = reinterpret_cast<numpy_math::Dgemv32>(f);
   }
+  // cblas_dgemm likewise (numpy's matrix products).
+  const std::string gemm = found.empty() ? "" : std::string(found).replace(found.find("ddot"), 4, "dgemm");
+  if (void* f = gemm.empty() ? nullptr : dlsym(h, gemm.c_str()); f != nullptr) {
+    if (gemm.ends_with("64_"))
+      k.dgemm64 = reinterpret_cast<numpy_math::Dgemm64>(f);
+    else
+      k.dgemm32 = reinterpret_cast<numpy_math::Dgemm32>(f);
+  }
   dlclose(h);  // numpy stays loaded: Python holds its own reference
   if (found.empty()) throw std::runtime_error("numpy's BLAS exports no cblas_ddot (numpy at " + path + ")");
   if (k.dgemv64 == nullptr && k.dgemv32 == nullptr)
     throw std::runtime_error("numpy's BLAS exports no " + gemv + " (numpy at " + path + ")");
+  if (k.dgemm64 == nullptr && k.dgemm32 == nullptr)
+    throw std::runtime_error("numpy's BLAS exports no " + gemm + " (numpy at " + path + ")");
   return found;
 }
 
@@ -385,6 +395,14 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
     std::vector<double> out(a.shape(1));
     numpy_math::np_vecmat(v.data(), a.data(), static_cast<int>(a.shape(0)), static_cast<int>(a.shape(1)),
                           out.data());
+    return out;
+  });
+  m.def("_np_matmul", [](nb::ndarray<nb::numpy, const double, nb::ndim<2>, nb::c_contig> a,
+                         nb::ndarray<nb::numpy, const double, nb::ndim<2>, nb::c_contig> b) {
+    if (a.shape(1) != b.shape(0)) throw nb::value_error("a.dot(b): shapes do not match");
+    std::vector<double> out(a.shape(0) * b.shape(1));
+    numpy_math::np_matmul(a.data(), b.data(), static_cast<int>(a.shape(0)), static_cast<int>(a.shape(1)),
+                          static_cast<int>(b.shape(1)), out.data());
     return out;
   });
   m.def("_np_unary_f32", [](const std::string& name, nb::ndarray<nb::numpy, const float, nb::ndim<1>> x) {

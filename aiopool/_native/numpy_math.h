@@ -33,6 +33,12 @@ using Dgemv64 = void (*)(int order, int trans, int64_t m, int64_t n, double alph
                          int64_t lda, const double* x, int64_t incx, double beta, double* y, int64_t incy);
 using Dgemv32 = void (*)(int order, int trans, int m, int n, double alpha, const double* a, int lda,
                          const double* x, int incx, double beta, double* y, int incy);
+// cblas_dgemm, ILP64 or 32-bit integers.
+using Dgemm64 = void (*)(int order, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                         const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+                         int64_t ldc);
+using Dgemm32 = void (*)(int order, int trans_a, int trans_b, int m, int n, int k, double alpha,
+                         const double* a, int lda, const double* b, int ldb, double beta, double* c, int ldc);
 
 struct Loop {
   UfuncLoop fn = nullptr;
@@ -45,6 +51,8 @@ struct Kernels {
   Ddot32 ddot32 = nullptr;
   Dgemv64 dgemv64 = nullptr;
   Dgemv32 dgemv32 = nullptr;
+  Dgemm64 dgemm64 = nullptr;
+  Dgemm32 dgemm32 = nullptr;
 };
 
 inline Kernels& kernels() {
@@ -156,6 +164,26 @@ inline void np_vecmat(const double* v, const double* m, int rows, int cols, doub
   }
 }
 
+// a.dot(b) of two C-contiguous float64 matrices, rows x inner and inner x cols, as numpy computes
+// a matrix product (cblas_matrixproduct): cblas_dgemm(RowMajor, NoTrans, NoTrans, rows, cols,
+// inner, 1, a, inner, b, cols, 0, out, cols) in numpy's BLAS.
+inline void np_matmul(const double* a, const double* b, int rows, int inner, int cols, double* out) {
+  constexpr int kRowMajor = 101, kNoTrans = 111;  // CBLAS_ORDER, CBLAS_TRANSPOSE
+  const Kernels& k = kernels();
+  if (k.dgemm64 != nullptr)
+    return k.dgemm64(kRowMajor, kNoTrans, kNoTrans, rows, cols, inner, 1.0, a, inner, b, cols, 0.0, out,
+                     cols);
+  if (k.dgemm32 != nullptr)
+    return k.dgemm32(kRowMajor, kNoTrans, kNoTrans, rows, cols, inner, 1.0, a, inner, b, cols, 0.0, out,
+                     cols);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) {
+      double sum = 0.0;
+      for (int l = 0; l < inner; ++l) sum += a[i * inner + l] * b[l * cols + j];
+      out[i * cols + j] = sum;
+    }
+}
+
 // np.linalg.norm(v) (ord None or 2) of a contiguous float64 vector: sqrt(v.dot(v)).
 inline double np_norm(const double* v, std::size_t n) { return std::sqrt(np_dot(v, v, n)); }
 
@@ -168,6 +196,7 @@ using numpy_math::np_dot;
 using numpy_math::np_exp;
 using numpy_math::np_log;
 using numpy_math::np_log1p;
+using numpy_math::np_matmul;
 using numpy_math::np_norm;
 using numpy_math::np_sin;
 using numpy_math::np_vecmat;

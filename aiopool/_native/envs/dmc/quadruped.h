@@ -1,13 +1,18 @@
-// dmc/quadruped-{walk, run}: dm_control's quadruped domain (suite/quadruped.py), bit for bit;
-// dm_control builds the model (a floor sized for the task, no terrain, walls or ball). A reset
-// draws an orientation (randn(4) normalised) and lowers the body from the floor up in 1 cm steps
-// until nothing touches (each try a reset_context); the observation is the hinges' positions
-// and velocities with the actuators' activations, the torso's velocity and uprightness, the IMU
-// and the feet's force/torque sensors (np.arcsinh); the reward is upright times moving faster
-// than 0.5 (walk) or 5 (run).
+// dmc/quadruped-{walk, run, fetch}: dm_control's quadruped domain (suite/quadruped.py), bit for
+// bit; dm_control builds the model (walk, run: a floor sized for the task; fetch: walls and a
+// ball). A walk / run reset draws an orientation (randn(4) normalised) and raises the body from
+// inside the floor in 1 cm steps until nothing touches (each try a reset_context); the
+// observation is the hinges' positions and velocities with the actuators' activations, the
+// torso's velocity and uprightness, the IMU and the feet's force/torque sensors (np.arcsinh);
+// the reward is upright times moving faster than 0.5 (walk) or 5 (run). Fetch spawns the body
+// at a random azimuth and place and throws the ball in; it observes the ball's state and the
+// target in the torso's frame (numpy's BLAS products) and rewards reaching the ball, then
+// bringing it to the target.
 #pragma once
 
+#include <cmath>
 #include <limits>
+#include <numbers>
 #include <vector>
 
 #include "dmc.h"
@@ -29,6 +34,7 @@ class Quadruped {
 
   Quadruped(const Physics& physics, const Config&)
       : torso_(physics.id(mjOBJ_BODY, "torso")),
+        root_dof_(physics.model()->jnt_dofadr[physics.id(mjOBJ_JOINT, "root")]),
         root_(physics.model()->jnt_qposadr[physics.id(mjOBJ_JOINT, "root")]),
         velocimeter_(physics.sensor("velocimeter")) {
     const mjModel* m = physics.model();
@@ -51,14 +57,19 @@ class Quadruped {
                              random.standard_normal()};
     const double norm = np_norm(orientation, 4);
     for (double& q : orientation) q /= norm;
-    // _find_non_contacting_height(physics, orientation)
+    find_non_contacting_height(physics, orientation, 0.0, 0.0);
+  }
+
+  // _find_non_contacting_height: up from inside the floor in 1 cm steps until nothing touches.
+  void find_non_contacting_height(Physics& physics, const double (&orientation)[4], double x,
+                                  double y) const {
     double z = 0.0;
     int contacts = 1, attempts = 0;
     while (contacts > 0) {
       physics.reset();
       double* qpos = physics.data()->qpos + root_;
-      qpos[0] = 0.0;
-      qpos[1] = 0.0;
+      qpos[0] = x;
+      qpos[1] = y;
       qpos[2] = z;
       for (int i = 0; i < 4; ++i) qpos[3 + i] = orientation[i];
       physics.forward_without_actuation();  // a PhysicsError here is caught there
@@ -68,7 +79,8 @@ class Quadruped {
     }
   }
 
-  void observe(const Physics& physics, double* out) const {
+  // _common_observations; returns the end of what it wrote.
+  double* observe(const Physics& physics, double* out) const {
     const mjModel* m = physics.model();
     const mjData* d = physics.data();
     for (int j : hinges_) *out++ = d->qpos[m->jnt_qposadr[j]];
@@ -78,13 +90,19 @@ class Quadruped {
     *out++ = d->xmat[9 * torso_ + 8];
     for (int i : imu_) *out++ = d->sensordata[i];
     for (int i : force_torque_) *out++ = np_arcsinh(d->sensordata[i]);
+    return out;
+  }
+
+  // _upright_reward(physics): deviation cos(deg2rad(0)) = 1
+  double upright(const Physics& physics) const {
+    const double inf = std::numeric_limits<double>::infinity();
+    return tolerance(physics.data()->xmat[9 * torso_ + 8], 1.0, inf, 2.0, Sigmoid::kLinear, 0.0);
   }
 
   double reward(const Physics& physics) const {
     const mjData* d = physics.data();
     const double inf = std::numeric_limits<double>::infinity();
-    // _upright_reward: deviation cos(deg2rad(0)) = 1
-    const double upright = tolerance(d->xmat[9 * torso_ + 8], 1.0, inf, 2.0, Sigmoid::kLinear, 0.0);
+    const double upright = this->upright(physics);
     const double speed = kTenthsSpeed / 10.0;
     const double move = tolerance(d->sensordata[velocimeter_], speed, inf, speed, Sigmoid::kLinear, 0.5);
     return upright * move;
@@ -92,14 +110,92 @@ class Quadruped {
 
   bool terminated(const Physics&) const { return false; }
 
- private:
-  int torso_, root_, velocimeter_;
+ protected:
+  int torso_, root_dof_, root_, velocimeter_;
   std::vector<int> hinges_, imu_, force_torque_;
+};
+
+// Fetch: bring the ball to the target at the arena's centre.
+class QuadrupedFetchTask : public Quadruped<0> {
+ public:
+  static std::vector<Part> parts(const Config& config) {
+    auto parts = Quadruped<0>::parts(config);
+    parts.push_back({"ball_state", 9});
+    parts.push_back({"target_position", 3});
+    return parts;
+  }
+
+  QuadrupedFetchTask(const Physics& physics, const Config& config)
+      : Quadruped<0>(physics, config),
+        ball_(physics.id(mjOBJ_BODY, "ball")),
+        ball_qpos_(physics.model()->jnt_qposadr[physics.id(mjOBJ_JOINT, "ball_root")]),
+        ball_dof_(physics.model()->jnt_dofadr[physics.id(mjOBJ_JOINT, "ball_root")]),
+        workspace_(physics.id(mjOBJ_SITE, "workspace")),
+        target_(physics.id(mjOBJ_SITE, "target")) {
+    const mjModel* m = physics.model();
+    floor_size_ = m->geom_size[3 * physics.id(mjOBJ_GEOM, "floor")];
+    ball_radius_ = m->geom_size[3 * physics.id(mjOBJ_GEOM, "ball")];
+  }
+
+  void initialize_episode(Physics& physics, RandomState& random) const {
+    const double azimuth = random.uniform(0.0, 2 * std::numbers::pi);
+    const double orientation[4] = {np_cos(azimuth / 2), 0.0, 0.0, np_sin(azimuth / 2)};
+    const double spawn_radius = 0.9 * floor_size_;
+    const double x = random.uniform(-spawn_radius, spawn_radius);
+    const double y = random.uniform(-spawn_radius, spawn_radius);
+    find_non_contacting_height(physics, orientation, x, y);
+    mjData* d = physics.data();
+    d->qpos[ball_qpos_] = random.uniform(-spawn_radius, spawn_radius);
+    d->qpos[ball_qpos_ + 1] = random.uniform(-spawn_radius, spawn_radius);
+    d->qpos[ball_qpos_ + 2] = 2;
+    d->qvel[ball_dof_] = 5 * random.standard_normal();
+    d->qvel[ball_dof_ + 1] = 5 * random.standard_normal();
+  }
+
+  void observe(const Physics& physics, double* out) const {
+    out = Quadruped<0>::observe(physics, out);
+    const mjData* d = physics.data();
+    const double* torso_frame = d->xmat + 9 * torso_;
+    const double* torso = d->xpos + 3 * torso_;
+    double state[9];  // np.vstack((ball_rel_pos, ball_rel_vel, ball_rot_vel)).dot(torso_frame)
+    for (int i = 0; i < 3; ++i) {
+      state[i] = d->xpos[3 * ball_ + i] - torso[i];
+      state[3 + i] = d->qvel[ball_dof_ + i] - d->qvel[root_dof_ + i];
+      state[6 + i] = d->qvel[ball_dof_ + 3 + i];
+    }
+    np_matmul(state, torso_frame, 3, 3, 3, out);
+    double to_target[3];
+    for (int i = 0; i < 3; ++i) to_target[i] = d->site_xpos[3 * target_ + i] - torso[i];
+    np_vecmat(to_target, torso_frame, 3, 3, out + 9);
+  }
+
+  double reward(const Physics& physics) const {
+    const mjModel* m = physics.model();
+    const mjData* d = physics.data();
+    const double arena_radius = floor_size_ * std::sqrt(2.0);
+    const double workspace_radius = m->site_size[3 * workspace_];
+    double to_ball[2], ball_to_target[2];
+    for (int i = 0; i < 2; ++i) {
+      to_ball[i] = d->site_xpos[3 * workspace_ + i] - d->xpos[3 * ball_ + i];
+      ball_to_target[i] = d->site_xpos[3 * target_ + i] - d->xpos[3 * ball_ + i];
+    }
+    const double reach = tolerance(np_norm(to_ball, 2), 0.0, workspace_radius + ball_radius_, arena_radius,
+                                   Sigmoid::kLinear, 0.0);
+    const double fetch = tolerance(np_norm(ball_to_target, 2), 0.0, m->site_size[3 * target_], arena_radius,
+                                   Sigmoid::kLinear, 0.0);
+    return upright(physics) * (reach * (0.5 + 0.5 * fetch));
+  }
+
+ private:
+  int ball_, ball_qpos_, ball_dof_, workspace_, target_;
+  double floor_size_ = 0.0, ball_radius_ = 0.0;
 };
 
 using QuadrupedWalk = Dmc<Quadruped<5>>;
 using QuadrupedRun = Dmc<Quadruped<50>>;
+using QuadrupedFetch = Dmc<QuadrupedFetchTask>;
 AIOPOOL_REGISTER_ENV("dmc/quadruped-walk", QuadrupedWalk, 0);
 AIOPOOL_REGISTER_ENV("dmc/quadruped-run", QuadrupedRun, 0);
+AIOPOOL_REGISTER_ENV("dmc/quadruped-fetch", QuadrupedFetch, 0);
 
 }  // namespace aiopool::dmc
