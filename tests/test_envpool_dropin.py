@@ -146,7 +146,8 @@ ENVPOOL_ONLY_KEYS = {
     "HumanoidRunPureState-v1": {"com_velocity", "extremities", "head_height", "joint_angles",
                                 "torso_vertical"},
     "QuadrupedRun-v1": {"ball_state", "origin", "rangefinder", "target_position"},
-    "QuadrupedWalk-v1": {"ball_state", "origin", "rangefinder", "target_position"}}
+    "QuadrupedWalk-v1": {"ball_state", "origin", "rangefinder", "target_position"},
+    "QuadrupedFetch-v1": {"origin", "rangefinder"}}
 
 
 def _same_space(mine: gym.Space[Any], theirs: gym.Space[Any], task_id: str) -> None:

@@ -43,7 +43,7 @@ DMC_IDS = sorted(i for i in aiopool.list_envs() if registry.family_of(i) is DMC)
 UNREWARDED = {"dmc/cartpole-swingup_sparse", "dmc/acrobot-swingup_sparse", "dmc/finger-spin",
               "dmc/finger-turn_hard"}
 # Tasks of implemented domains that are not native yet: quadruped's escape (a heightfield terrain
-# drawn through scipy's ndimage.zoom) and fetch (matrix-matrix products).
+# drawn through scipy's ndimage.zoom).
 NOT_YET = {"dmc/quadruped-escape"}
 CASES: list[tuple[str, dict[str, Any], int]] = [
     *((env_id, {"time_limit": 1.0}, 400) for env_id in DMC_IDS),
@@ -152,8 +152,11 @@ async def test_matches_dm_control_step_by_step(env_id: str, kwargs: dict[str, An
 async def test_whole_episodes_match_dm_control(env_id: str) -> None:
     """Every task with its own time limit (1,000 steps), through the step limit and on into
     the next episode, from other seeds."""
+    # lqr has no time limit of its own (its episodes end near the origin): 30 s is 1,000 of its
+    # 0.03 s steps.
+    kwargs = {"time_limit": 30.0} if env_id.startswith("dmc/lqr-") else {}
     for seed in (7, 100_003):
-        await _follow_dm_control(env_id, {}, 1050, "next_step", seed=seed, rewarded=False)
+        await _follow_dm_control(env_id, kwargs, 1050, "next_step", seed=seed, rewarded=False)
 
 
 async def _follow_dm_control(env_id: str, kwargs: dict[str, Any], steps: int, mode: str, *,
@@ -168,7 +171,8 @@ async def _follow_dm_control(env_id: str, kwargs: dict[str, Any], steps: int, mo
                                             pool.single_action_space.dtype)
         assert spec.minimum.tolist() == pool.single_action_space.low.tolist()
         assert spec.maximum.tolist() == pool.single_action_space.high.tolist()
-        assert pool.spec.max_episode_steps == int(np.ceil(ref.envs[0]._step_limit))
+        limit = ref.envs[0]._step_limit
+        assert pool.spec.max_episode_steps == (int(np.ceil(limit)) if np.isfinite(limit) else 0)
         pool.async_reset()
         batch = await pool.recv()
         expected = ref.reset(list(range(NUM_ENVS)))
@@ -236,11 +240,13 @@ def test_random_state_draws_are_numpy_s() -> None:
         assert _dmc._random_state_draws(seed, kinds) == want, seed
 
 
-@pytest.mark.parametrize("env_id", ["dmc/cheetah-run", "dmc/cartpole-three_poles"])
+@pytest.mark.parametrize("env_id", ["dmc/cheetah-run", "dmc/cartpole-three_poles",
+                                    "dmc/lqr-lqr_2_1"])
 def test_gymnasium_adapter_steps_as_dm_control(env_id: str) -> None:
     """``make_gymnasium``: Dict observations of dm_control's values (same_step: the ended
     episode's observation in ``final_obs``), terminations and truncations as dm_control ends
-    its episodes, through several time limits."""
+    its episodes, through several time limits. ``reset(seed=7)`` reseeds envs made with other
+    seeds: lqr's springs, drawn from the seed, are then those of seed 7's model."""
     domain, task = env_id.removeprefix("dmc/").split("-", 1)
     refs = [suite.load(domain, task, task_kwargs={"random": 7 + i, "time_limit": 0.1})
             for i in range(2)]

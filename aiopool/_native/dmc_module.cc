@@ -12,6 +12,7 @@
 #include "envs/dmc/humanoid.h"
 #include "envs/dmc/pendulum.h"
 #include "envs/dmc/point_mass.h"
+#include "envs/dmc/lqr.h"
 #include "envs/dmc/quadruped.h"
 #include "envs/dmc/reacher.h"
 #include "envs/dmc/swimmer.h"

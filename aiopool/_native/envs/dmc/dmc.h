@@ -366,8 +366,8 @@ class Dmc {
     std::vector<double> low(static_cast<std::size_t>(m->nu)), high(low.size());
     for (int i = 0; i < m->nu; ++i) {
       const bool limited = m->actuator_ctrllimited[i] != 0;
-      low[i] = limited ? m->actuator_ctrlrange[2 * i] : -inf;
-      high[i] = limited ? m->actuator_ctrlrange[2 * i + 1] : inf;
+      low[i] = limited ? m->actuator_ctrlrange[2 * i] : -mjMAXVAL;  // dm_control's action_spec
+      high[i] = limited ? m->actuator_ctrlrange[2 * i + 1] : mjMAXVAL;
     }
     s.action_space = {Space::Kind::kBox, DType::kFloat64, {m->nu}, low, high};
     const double limit = config.get("step_limit");
@@ -383,7 +383,11 @@ class Dmc {
         control_steps_(static_cast<int>(config.get_int("control_steps"))) {}
 
   void reset(Rng& rng) {
-    if (const int64_t seed = rng.take_seed(); seed >= 0) random_.seed(static_cast<uint32_t>(seed));
+    if (const int64_t seed = rng.take_seed(); seed >= 0) {
+      random_.seed(static_cast<uint32_t>(seed));
+      // A task whose model dm_control builds from the seed (lqr) draws it now, as suite.load.
+      if constexpr (requires { task_.seeded(physics_, random_); }) task_.seeded(physics_, random_);
+    }
     failed_ = false;
     physics_.reset();  // reset_context(): a PhysicsError here is ignored, as dm_control does
     task_.initialize_episode(physics_, random_);
