@@ -24,11 +24,13 @@ releases the GIL in the convolutions): while one half's forward runs, the C++ wo
 other half and the loop records its results; calls that arrive in the same loop turn share a
 forward. Learning: the PPO epochs run in a learner process while the actor fills the next
 rollout with its snapshot of the weights; the acting policy lags the learner by at most one
-update, and the learner uses the decoupled PPO objective (Hilton et al., NeurIPS 2022), as in
-``ppo_continuous_async.py`` (see there). ``--strict`` is CleanRL's serial loop: one consumer,
-all 8 envs per batch in env order, the update in this process between rollouts, CleanRL's
-update op for op; its weights, losses and game scores equal those of CleanRL's loop over
-EnvPool's interface on the same envs, bit for bit (``tests/test_ppo_mujoco_atari_examples.py``).
+update (an env that runs a rollout ahead of the others in its batch acts along with them, a
+little staler), and the learner uses the decoupled PPO objective (Hilton et al., NeurIPS
+2022), as in ``ppo_continuous_async.py`` (see there). ``--strict`` is CleanRL's serial loop:
+one consumer, all 8 envs per batch in env order, the update in this process between rollouts,
+CleanRL's update op for op; its weights, losses and game scores equal those of CleanRL's loop
+over EnvPool's interface on the same envs, bit for bit
+(``tests/test_ppo_mujoco_atari_examples.py``).
 
 Threads: inference runs on 1 torch thread, set in the batcher's thread (OpenMP keeps the
 count per thread: a forward in a new thread would use every core whatever the main thread
@@ -60,8 +62,9 @@ threads are not juggled (``--learner-threads``, default 1): the GPU does the wor
 with 16 cores this schedule made 0.86-1.19x the env-steps/s of CleanRL's loop over EnvPool at
 8 envs and 1.29x at 32 envs / 16 threads (docs/performance.md). ``--cuda-graph`` replays the
 actor's forward as one CUDA graph (``act_rows``: 0.17 ms a call instead of 1.2 there,
-``benchmarks/actor_forward.py``); it is experimental: its unit tests pass on the GPU, but a
-whole run with it did not finish within 70 s there, for a reason not yet found.
+``benchmarks/actor_forward.py``). It is off until a whole run with it is timed on a GPU: the
+one tried there stalled on a batch that waited for the learner while it held an env the
+learner needed, which ``may_act`` no longer lets happen.
 """
 
 from __future__ import annotations
@@ -124,8 +127,8 @@ class Args:
     """auto: CUDA when torch sees a GPU, else the CPU; cuda: the GPU or an error"""
     cuda_graph: bool = False
     """overlapped on CUDA: the actor's forward and its action draws (Gumbel-max) replayed as one
-    CUDA graph (0.17 ms a call instead of 1.2 on an H200; experimental: a whole run with it did
-    not finish in 70 s there, cause not yet found)"""
+    CUDA graph (0.17 ms a call instead of 1.2 on an H200; off until a whole run with it is timed
+    on a GPU)"""
     learner: str = "auto"
     """overlapped: where the learner runs; process: its own (the CPU's default: no GIL shared
     with the actor); thread: beside the actor (CUDA's default: one CUDA context, the frames
@@ -757,9 +760,14 @@ async def main(args: Args) -> dict[str, Any]:
 
     def may_act(env_ids: list[int]) -> bool:
         """Whether these envs may act now: the policy lags the learner by at most `lag`
-        updates. Envs past the last rollout only ride along with envs still filling it."""
+        updates for the env furthest behind. A batch waits only if every env in it is ahead:
+        one that holds an env the learner's next rollout still needs must act, or the actor
+        and the learner would wait for each other (envs drift apart as the workers finish in
+        varying order). An env a rollout ahead of its batch-mates acts along with them, with
+        those weights, and the decoupled objective weighs its steps by the policy that took
+        them. Envs past the last rollout only ride along with envs still filling one."""
         live = [k for k in env_rollout[env_ids].tolist() if k < num_updates]
-        return bool(live) and updates_done >= max(live) - lag
+        return bool(live) and updates_done >= min(live) - lag
 
     async def consumer() -> None:
         nonlocal global_step, life_losses, waiting

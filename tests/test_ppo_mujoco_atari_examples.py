@@ -263,6 +263,26 @@ def test_training_benchmark_sizes_reach_both_examples() -> None:
     assert training.example_args("Hopper-v5", 1, 8192, "cpu").num_envs == 1
 
 
+@pytest.mark.timeout(180)
+def test_atari_overlapped_actor_does_not_wait_on_envs_the_learner_needs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fast actor and several workers: envs finish in varying order and drift apart, so a
+    # batch can hold both an env a rollout ahead and one the learner's next rollout still
+    # needs. Such a batch acts (a batch that waited for the learner there would wait forever:
+    # it did, in 2 of 2 runs, before the fix; and on a GPU, where the actor is fast).
+    def fast(self: atari.Acting, obs: np.ndarray) -> np.ndarray:
+        out = np.empty(len(obs), atari.ACTED)
+        out["action"] = np.random.randint(0, 4, len(obs))
+        out["logprob"], out["value"] = -math.log(4), 0.0
+        return out
+
+    monkeypatch.setattr(atari.Acting, "__call__", fast)
+    args = atari.Args(num_steps=4, total_timesteps=8 * 4 * 40, update_epochs=1, print_every=0,
+                      device="cpu", learner="thread", num_threads=4)
+    out = asyncio.run(asyncio.wait_for(atari.main(args), 120))
+    assert out["updates"] == 40 and out["global_step"] >= 8 * 4 * 40
+
+
 def test_atari_act_rows_draws_from_the_policy_with_its_logprob_and_value() -> None:
     # The graphed actor's draw (Gumbel-max over uniform noise): the log-probability and value
     # of the action it draws are get_action_and_value's for that action, and the draws follow
