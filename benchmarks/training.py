@@ -643,16 +643,16 @@ def cleanrl_atari(args: Any, envs: Any = None) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 def example_args(env_id: str, seed: int, steps: int, device: str = "auto",
-                 num_envs: int = 0, num_threads: int = 0) -> Any:
+                 num_envs: int = 0, num_threads: int = 0, cuda_graph: bool = False) -> Any:
     """The example's Args (CleanRL's hyper-parameters) for a budget of ``steps`` env steps;
     ``num_envs`` and ``num_threads`` other than 0 replace CleanRL's env count and the engines'
-    default thread counts."""
+    default thread counts; ``cuda_graph``: the Atari example's graphed actor on CUDA."""
     sizes = {"num_envs": num_envs} if num_envs else {}
     if env_id in ATARI_ENVS or not env_id.endswith(MUJOCO_ENVS):
         import ppo_atari_async as atari
 
         return atari.Args(env_id=env_id, seed=seed, total_timesteps=steps, print_every=0,
-                          device=device, num_threads=num_threads, **sizes)
+                          device=device, num_threads=num_threads, cuda_graph=cuda_graph, **sizes)
     import ppo_continuous_async as mujoco
 
     return mujoco.Args(env_id=env_id, seed=seed, total_timesteps=steps, print_every=0,
@@ -660,8 +660,8 @@ def example_args(env_id: str, seed: int, steps: int, device: str = "auto",
 
 
 def run_one(runner: str, env_id: str, seed: int, steps: int, device: str = "auto",
-            num_envs: int = 0, num_threads: int = 0) -> dict[str, Any]:
-    args = example_args(env_id, seed, steps, device, num_envs, num_threads)
+            num_envs: int = 0, num_threads: int = 0, cuda_graph: bool = False) -> dict[str, Any]:
+    args = example_args(env_id, seed, steps, device, num_envs, num_threads, cuda_graph)
     atari = env_id in ATARI_ENVS
     with contextlib.redirect_stdout(io.StringIO()):
         if runner == "cleanrl":
@@ -693,13 +693,15 @@ def device_name(device: str) -> str:
 
 
 def measure(runner: str, env_id: str, seed: int, steps: int, timeout: float,
-            device: str = "auto", num_envs: int = 0, num_threads: int = 0) -> dict[str, Any]:
+            device: str = "auto", num_envs: int = 0, num_threads: int = 0,
+            cuda_graph: bool = False) -> dict[str, Any]:
     """One run in a fresh subprocess of this script."""
     started = time.perf_counter()
     load_before = os.getloadavg()
     proc = subprocess.run([sys.executable, __file__, "--one", runner, "--envs", env_id,
                            "--seeds", str(seed), "--steps", str(steps), "--device", device,
-                           "--num-envs", str(num_envs), "--num-threads", str(num_threads)],
+                           "--num-envs", str(num_envs), "--num-threads", str(num_threads),
+                           *(["--cuda-graph"] if cuda_graph else [])],
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode:
         raise RuntimeError(f"{runner} {env_id} seed {seed} failed:\n{proc.stderr[-3000:]}")
@@ -819,6 +821,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="envs per run (0: CleanRL's, 8 for Atari and 1 for MuJoCo)")
     p.add_argument("--num-threads", type=int, default=0,
                    help="the engines' worker threads, aiopool's and EnvPool's (0: their default)")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="the overlapped Atari example's actor as one CUDA graph (its --cuda-graph)")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     p.add_argument("--reuse", type=Path,
                    help="an earlier training.json: take its runs of the --reuse-runners with the "
@@ -855,7 +859,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.one:
         out = run_one(args.one, args.envs[0], args.seeds[0], args.steps, args.device,
-                      args.num_envs, args.num_threads)
+                      args.num_envs, args.num_threads, args.cuda_graph)
         print(json.dumps(out))
         return 0
 
@@ -889,7 +893,7 @@ def main(argv: list[str] | None = None) -> int:
                     run = {**reusable[key], "reused": True}
                 else:
                     run = measure(runner, env_id, seed, steps, args.timeout, args.device,
-                                  args.num_envs, args.num_threads)
+                                  args.num_envs, args.num_threads, args.cuda_graph)
                     partial.write_text(json.dumps({"runs": [*runs, run]}))
                 runs.append(run)
                 last = run["episodes"][-1][1] if run["episodes"] else float("nan")
@@ -907,6 +911,8 @@ def main(argv: list[str] | None = None) -> int:
              f" env steps, seeds {','.join(map(str, args.seeds))}"
              + (f", {args.num_envs} envs" if args.num_envs else "")
              + (f", {args.num_threads} engine threads" if args.num_threads else "")
+             + (", the Atari actor as a CUDA graph" if args.cuda_graph and args.device == "cuda"
+                else "")
              + "; torch device "
              f"{', '.join(sorted({r.get('device', 'cpu') for r in runs}))}; {machine['cpu']}, "
              f"{machine['usable_cores']} cores, load {load_text(loads[0])} -> "
