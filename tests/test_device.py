@@ -111,5 +111,11 @@ def test_benchmark_hands_the_device_to_every_run(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(subprocess, "run", run)
     run_ = training.measure("cleanrl", "Hopper-v5", 1, 4096, 60, device="cpu")
-    assert commands[0][-2:] == ["--device", "cpu"]
+    cmd = commands[0]
+    assert cmd[cmd.index("--device") + 1] == "cpu"
     assert run_["device"] == "cpu"
+    training.measure("aiopool-overlapped", "Breakout-v5", 1, 4096, 60, device="cuda",
+                     num_envs=32, num_threads=16, cuda_graph=True)
+    cmd = commands[1]
+    assert cmd[cmd.index("--device") + 1] == "cuda" and "--cuda-graph" in cmd
+    assert cmd[cmd.index("--num-envs") + 1] == "32" and cmd[cmd.index("--num-threads") + 1] == "16"
