@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "numpy_math.h"
@@ -323,28 +324,25 @@ std::string resolve_ddot(numpy_math::Kernels& k) {
       k.ddot32 = reinterpret_cast<numpy_math::Ddot32>(f);
     break;
   }
-  // cblas_dgemv, named as the ddot found is (numpy's vector-matrix products).
-  const std::string gemv = found.empty() ? "" : std::string(found).replace(found.find("ddot"), 4, "dgemv");
-  if (void* f = gemv.empty() ? nullptr : dlsym(h, gemv.c_str()); f != nullptr) {
-    if (gemv.ends_with("64_"))
-      k.dgemv64 = reinterpret_cast<numpy_math::Dgemv64>(f);
+  // cblas_dgemv and cblas_dgemm (numpy's vector-matrix and matrix products), named as the ddot
+  // found is; the name of one that is missing.
+  std::string missing;
+  auto sibling = [&](const char* routine, auto& f64, auto& f32) {
+    if (found.empty()) return;
+    const std::string name = std::string(found).replace(found.find("ddot"), 4, routine);
+    if (void* f = dlsym(h, name.c_str()); f == nullptr)
+      missing = name;
+    else if (name.ends_with("64_"))
+      f64 = reinterpret_cast<std::remove_reference_t<decltype(f64)>>(f);
     else
-      k.dgemv32 = reinterpret_cast<numpy_math::Dgemv32>(f);
-  }
-  // cblas_dgemm likewise (numpy's matrix products).
-  const std::string gemm = found.empty() ? "" : std::string(found).replace(found.find("ddot"), 4, "dgemm");
-  if (void* f = gemm.empty() ? nullptr : dlsym(h, gemm.c_str()); f != nullptr) {
-    if (gemm.ends_with("64_"))
-      k.dgemm64 = reinterpret_cast<numpy_math::Dgemm64>(f);
-    else
-      k.dgemm32 = reinterpret_cast<numpy_math::Dgemm32>(f);
-  }
+      f32 = reinterpret_cast<std::remove_reference_t<decltype(f32)>>(f);
+  };
+  sibling("dgemv", k.dgemv64, k.dgemv32);
+  sibling("dgemm", k.dgemm64, k.dgemm32);
   dlclose(h);  // numpy stays loaded: Python holds its own reference
   if (found.empty()) throw std::runtime_error("numpy's BLAS exports no cblas_ddot (numpy at " + path + ")");
-  if (k.dgemv64 == nullptr && k.dgemv32 == nullptr)
-    throw std::runtime_error("numpy's BLAS exports no " + gemv + " (numpy at " + path + ")");
-  if (k.dgemm64 == nullptr && k.dgemm32 == nullptr)
-    throw std::runtime_error("numpy's BLAS exports no " + gemm + " (numpy at " + path + ")");
+  if (!missing.empty())
+    throw std::runtime_error("numpy's BLAS exports no " + missing + " (numpy at " + path + ")");
   return found;
 }
 
