@@ -643,7 +643,7 @@ def cleanrl_atari(args: Any, envs: Any = None) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 def example_args(env_id: str, seed: int, steps: int, device: str = "auto",
-                 num_envs: int = 0, num_threads: int = 0, cuda_graph: bool = False) -> Any:
+                 num_envs: int = 0, num_threads: int = 0, cuda_graph: bool = True) -> Any:
     """The example's Args (CleanRL's hyper-parameters) for a budget of ``steps`` env steps;
     ``num_envs`` and ``num_threads`` other than 0 replace CleanRL's env count and the engines'
     default thread counts; ``cuda_graph``: the Atari example's graphed actor on CUDA."""
@@ -660,7 +660,7 @@ def example_args(env_id: str, seed: int, steps: int, device: str = "auto",
 
 
 def run_one(runner: str, env_id: str, seed: int, steps: int, device: str = "auto",
-            num_envs: int = 0, num_threads: int = 0, cuda_graph: bool = False) -> dict[str, Any]:
+            num_envs: int = 0, num_threads: int = 0, cuda_graph: bool = True) -> dict[str, Any]:
     args = example_args(env_id, seed, steps, device, num_envs, num_threads, cuda_graph)
     atari = env_id in ATARI_ENVS
     with contextlib.redirect_stdout(io.StringIO()):
@@ -694,14 +694,14 @@ def device_name(device: str) -> str:
 
 def measure(runner: str, env_id: str, seed: int, steps: int, timeout: float,
             device: str = "auto", num_envs: int = 0, num_threads: int = 0,
-            cuda_graph: bool = False) -> dict[str, Any]:
+            cuda_graph: bool = True) -> dict[str, Any]:
     """One run in a fresh subprocess of this script."""
     started = time.perf_counter()
     load_before = os.getloadavg()
     proc = subprocess.run([sys.executable, __file__, "--one", runner, "--envs", env_id,
                            "--seeds", str(seed), "--steps", str(steps), "--device", device,
                            "--num-envs", str(num_envs), "--num-threads", str(num_threads),
-                           *(["--cuda-graph"] if cuda_graph else [])],
+                           "--cuda-graph" if cuda_graph else "--no-cuda-graph"],
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode:
         raise RuntimeError(f"{runner} {env_id} seed {seed} failed:\n{proc.stderr[-3000:]}")
@@ -821,8 +821,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="envs per run (0: CleanRL's, 8 for Atari and 1 for MuJoCo)")
     p.add_argument("--num-threads", type=int, default=0,
                    help="the engines' worker threads, aiopool's and EnvPool's (0: their default)")
-    p.add_argument("--cuda-graph", action="store_true",
-                   help="the overlapped Atari example's actor as one CUDA graph (its --cuda-graph)")
+    p.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=True,
+                   help="on CUDA, the overlapped Atari example's actor as one CUDA graph (its "
+                        "default; --no-cuda-graph: eager, as its --no-cuda-graph)")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     p.add_argument("--reuse", type=Path,
                    help="an earlier training.json: take its runs of the --reuse-runners with the "
@@ -911,8 +912,7 @@ def main(argv: list[str] | None = None) -> int:
              f" env steps, seeds {','.join(map(str, args.seeds))}"
              + (f", {args.num_envs} envs" if args.num_envs else "")
              + (f", {args.num_threads} engine threads" if args.num_threads else "")
-             + (", the Atari actor as a CUDA graph" if args.cuda_graph and args.device == "cuda"
-                else "")
+             + (", the Atari actor eager (--no-cuda-graph)" if not args.cuda_graph else "")
              + "; torch device "
              f"{', '.join(sorted({r.get('device', 'cpu') for r in runs}))}; {machine['cpu']}, "
              f"{machine['usable_cores']} cores, load {load_text(loads[0])} -> "

@@ -60,11 +60,10 @@ staging array (pinned memory) and starts their copy to the rollout's GPU storage
 (``non_blocking``) before its forward; the learner's stream waits for those copies. Its CPU
 threads are not juggled (``--learner-threads``, default 1): the GPU does the work. On an H200
 with 16 cores this schedule made 0.86-1.19x the env-steps/s of CleanRL's loop over EnvPool at
-8 envs and 1.29x at 32 envs / 16 threads (docs/performance.md). ``--cuda-graph`` replays the
-actor's forward as one CUDA graph (``act_rows``: 0.17 ms a call instead of 1.2 there,
-``benchmarks/actor_forward.py``). It is off until a whole run with it is timed on a GPU: the
-one tried there stalled on a batch that waited for the learner while it held an env the
-learner needed, which ``may_act`` no longer lets happen.
+8 envs and 1.29x at 32 envs / 16 threads with an eager actor. On CUDA the actor's forward
+and its action draws are replayed as one CUDA graph (``act_rows``: 0.17 ms a call instead of 1.2
+there, ``benchmarks/actor_forward.py``), and the schedule made 1.70-1.72x CleanRL's loop at 8
+envs and 1.69-2.00x at 32 / 16 (docs/performance.md). ``--no-cuda-graph`` acts eagerly.
 """
 
 from __future__ import annotations
@@ -125,10 +124,9 @@ class Args:
     rounding than CleanRL's layout, which --strict keeps)"""
     device: str = "auto"
     """auto: CUDA when torch sees a GPU, else the CPU; cuda: the GPU or an error"""
-    cuda_graph: bool = False
+    cuda_graph: bool = True
     """overlapped on CUDA: the actor's forward and its action draws (Gumbel-max) replayed as one
-    CUDA graph (0.17 ms a call instead of 1.2 on an H200; off until a whole run with it is timed
-    on a GPU)"""
+    CUDA graph (0.17 ms a call instead of 1.2 on an H200); --no-cuda-graph: eager forwards"""
     learner: str = "auto"
     """overlapped: where the learner runs; process: its own (the CPU's default: no GIL shared
     with the actor); thread: beside the actor (CUDA's default: one CUDA context, the frames

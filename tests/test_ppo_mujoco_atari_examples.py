@@ -261,8 +261,10 @@ def test_training_benchmark_sizes_reach_both_examples() -> None:
     mujoco_args = training.example_args("Hopper-v5", 1, 8192, "cpu", 4, 2)
     assert (mujoco_args.num_envs, mujoco_args.num_threads) == (4, 2)
     assert training.example_args("Hopper-v5", 1, 8192, "cpu").num_envs == 1
-    assert training.example_args("Breakout-v5", 1, 8192, "cuda", cuda_graph=True).cuda_graph
-    assert not training.example_args("Breakout-v5", 1, 8192, "cuda").cuda_graph
+    # The graphed actor is the example's default on CUDA; --no-cuda-graph reaches it too.
+    assert training.example_args("Breakout-v5", 1, 8192, "cuda").cuda_graph
+    assert not training.example_args("Breakout-v5", 1, 8192, "cuda", cuda_graph=False).cuda_graph
+    assert atari.parse_args([]).cuda_graph and not atari.parse_args(["--no-cuda-graph"]).cuda_graph
 
 
 @pytest.mark.timeout(180)
