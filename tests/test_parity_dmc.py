@@ -132,7 +132,8 @@ def _assert_rows(batch: aiopool.Batch, expected: dict[int, Any], where: str) -> 
 def _pump(obs: dict[str, npt.NDArray[np.float64]], rng: np.random.Generator,
           nu: int) -> npt.NDArray[np.float64]:
     """Push along the last velocity (energy into swinging poles), with noise."""
-    velocity = next(value for key, value in obs.items() if "velocit" in key)
+    velocity = next(value for key, value in obs.items()
+                    if "velocit" in key or key.endswith("_vel"))  # stacker's arm_vel
     push = np.sign(velocity[:, -1:]) * np.ones((1, nu))
     noise = rng.uniform(-1.0, 1.0, push.shape)
     return np.where(rng.random(push.shape) < 0.3, noise, push)
@@ -229,15 +230,22 @@ def test_bad_kwargs_are_clear_errors(kwargs: dict[str, Any], error: type[Excepti
 
 
 def test_random_state_draws_are_numpy_s() -> None:
-    """The tasks' RandomState: random_sample and the legacy Gaussian (which keeps its second
-    value), interleaved, equal numpy's RandomState's draws."""
+    """The tasks' RandomState: random_sample, the legacy Gaussian (which keeps its second
+    value) and randint (masked rejection: 3 and 5 reject some draws), interleaved, equal
+    numpy's RandomState's draws."""
     from aiopool._native import _dmc
 
-    kinds = ["sample", "normal", "normal", "sample", "normal"] * 200
+    kinds = ["sample", "normal", "randint:4", "normal", "sample", "randint:3", "normal",
+             "randint:5", "randint:1", "randint:2"] * 100
+
+    def draw(ref: np.random.RandomState, kind: str) -> float:
+        if kind.startswith("randint:"):
+            return float(ref.randint(int(kind.removeprefix("randint:"))))
+        return float(ref.random_sample() if kind == "sample" else ref.standard_normal())
+
     for seed in (0, 1, 2024, 2**32 - 1):
         ref = np.random.RandomState(seed)
-        want = [ref.random_sample() if k == "sample" else ref.standard_normal() for k in kinds]
-        assert _dmc._random_state_draws(seed, kinds) == want, seed
+        assert _dmc._random_state_draws(seed, kinds) == [draw(ref, k) for k in kinds], seed
 
 
 @pytest.mark.parametrize("env_id", ["dmc/cheetah-run", "dmc/cartpole-three_poles",

@@ -15,6 +15,7 @@
 #include "envs/dmc/point_mass.h"
 #include "envs/dmc/quadruped.h"
 #include "envs/dmc/reacher.h"
+#include "envs/dmc/stacker.h"
 #include "envs/dmc/swimmer.h"
 #include "envs/dmc/walker.h"
 #include "module.h"
@@ -25,12 +26,17 @@ NB_MODULE(_dmc, m) {
                              " but loaded MuJoCo " + std::to_string(mj_version()) +
                              "; reinstall aiopool against mujoco==3.17.0");
   // For tests/test_rng.py: RandomState(seed)'s draws, as the tasks make them: "sample"
-  // (random_sample), "normal" (standard_normal), in the order given.
+  // (random_sample), "normal" (standard_normal), "randint:N" (randint(N)), in the order given.
   m.def("_random_state_draws", [](uint32_t seed, const std::vector<std::string>& kinds) {
     aiopool::dmc::RandomState r;
     r.seed(seed);
     std::vector<double> out;
-    for (const std::string& k : kinds) out.push_back(k == "normal" ? r.standard_normal() : r.random_sample());
+    for (const std::string& k : kinds) {
+      if (k.starts_with("randint:"))
+        out.push_back(static_cast<double>(r.randint(std::stoll(k.substr(8)))));
+      else
+        out.push_back(k == "normal" ? r.standard_normal() : r.random_sample());
+    }
     return out;
   });
   aiopool::define_pool_module(m, "aiopool's DeepMind Control Suite envs, stepped by the native engine.");

@@ -82,6 +82,20 @@ class RandomState {
   // uniform(low, high): low + (high - low) * random_sample(), elementwise for arrays.
   double uniform(double low, double high) { return low + (high - low) * random_sample(); }
 
+  // randint(high) for 0 < high <= 2**32: legacy RandomState's masked rejection on 32-bit draws
+  // (numpy's buffered_bounded_masked_uint32): the draw's low bits up to high - 1's width,
+  // drawn again while above high - 1.
+  int64_t randint(int64_t high) {
+    const auto top = static_cast<uint32_t>(high - 1);
+    if (top == 0) return 0;
+    uint32_t mask = top;
+    for (int shift = 1; shift < 32; shift *= 2) mask |= mask >> shift;
+    uint32_t value;
+    do value = next_uint32() & mask;
+    while (value > top);
+    return value;
+  }
+
   // standard_normal() / randn(): the legacy polar method, which keeps its second value.
   double standard_normal() {
     if (has_gauss_) {
@@ -319,7 +333,9 @@ inline void randomize_limited_and_rotational_joints(Physics& physics, RandomStat
 // built from (const Physics&, const Config&).
 struct Part {
   std::string name;
-  int64_t size;  // 0: a scalar (shape ())
+  int64_t size;      // 0: a scalar (shape ())
+  int64_t cols = 0;  // other than 0: a matrix (size, cols), row after row (stacker's arm_pos)
+  int64_t count() const { return size == 0 ? 1 : cols == 0 ? size : size * cols; }
 };
 
 template <class Task>
@@ -342,7 +358,7 @@ class Dmc {
     EnvSpec s;
     const std::vector<Part> parts = Task::parts(config);
     int64_t total = 0;
-    for (const Part& p : parts) total += p.size == 0 ? 1 : p.size;
+    for (const Part& p : parts) total += p.count();
     const double inf = std::numeric_limits<double>::infinity();
     s.observation_space = {Space::Kind::kBox,
                            DType::kFloat64,
@@ -352,9 +368,10 @@ class Dmc {
     if (!config.get_bool("flat_observation")) {
       s.obs_dict = true;
       for (const Part& p : parts) {
-        const int64_t n = p.size == 0 ? 1 : p.size;
+        const int64_t n = p.count();
         std::vector<int64_t> shape;
         if (p.size != 0) shape.push_back(p.size);
+        if (p.cols != 0) shape.push_back(p.cols);
         s.obs_parts.push_back({p.name,
                                {Space::Kind::kBox, DType::kFloat64, shape, std::vector<double>(n, -inf),
                                 std::vector<double>(n, inf)}});
