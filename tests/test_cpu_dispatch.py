@@ -52,6 +52,9 @@ def test_the_envs_kernels_are_numpys_own(module: object) -> None:
                     ("log1p", np.abs(x64)), ("arcsinh", x64)):
         ours = np.array(module._np_unary(name, x))  # type: ignore[attr-defined]
         np.testing.assert_array_equal(ours, getattr(np, name)(x), err_msg=f"float64 {name}")
+    y = rng.standard_normal(len(x64)) * np.where(rng.random(len(x64)) < 0.1, 0.0, 1.0)
+    ours = np.array(module._np_arctan2(y, x64))  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(ours, np.arctan2(y, x64), err_msg="float64 arctan2")
     for rows, cols in ((3, 3), (4, 3), (3, 2)):  # v.dot(m): numpy's cblas_dgemv
         vs, ms = rng.standard_normal((2_000, rows)), rng.standard_normal((2_000, rows, cols))
         ours = np.array([module._np_vecmat(v, m) for v, m in zip(vs, ms, strict=True)])  # type: ignore[attr-defined]

@@ -134,7 +134,8 @@ def _same_structure(mine: Any, theirs: Any, envpool_only: frozenset[str] = froze
 SIDE_BY_SIDE = ["Pong-v5", "Breakout-v5", "CartPole-v1", "Pendulum-v1", "HalfCheetah-v5",
                 "Hopper-v5", "Acrobot-v1", "FrozenLake8x8-v1", "Taxi-v3", "CliffWalking-v0",
                 "LunarLander-v2", "BipedalWalkerHardcore-v3", "Blackjack-v1", "CheetahRun-v1",
-                "HumanoidCMUWalk-v1", "CartpoleThreePoles-v1"]
+                "HumanoidCMUWalk-v1", "CartpoleThreePoles-v1", "StackerStack4-v1",
+                "ManipulatorInsertPeg-v1"]  # the last two: matrix observation parts
 
 
 # EnvPool's Control Suite observations have every key of the domain's tasks (zeros where the

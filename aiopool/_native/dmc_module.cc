@@ -11,6 +11,7 @@
 #include "envs/dmc/hopper.h"
 #include "envs/dmc/humanoid.h"
 #include "envs/dmc/lqr.h"
+#include "envs/dmc/manipulator.h"
 #include "envs/dmc/pendulum.h"
 #include "envs/dmc/point_mass.h"
 #include "envs/dmc/quadruped.h"

@@ -358,9 +358,10 @@ nb::dict resolve_numpy_kernels() {
   k.log_f64 = ufunc_loop("log", NPY_DOUBLE);
   k.log1p_f64 = ufunc_loop("log1p", NPY_DOUBLE);
   k.arcsinh_f64 = ufunc_loop("arcsinh", NPY_DOUBLE);
+  k.arctan2_f64 = ufunc_loop("arctan2", NPY_DOUBLE);
   nb::dict d;
   d["ddot"] = resolve_ddot(k);
-  d["ufunc_loops"] = nb::make_tuple("sin", "cos", "exp", "log", "log1p", "arcsinh");
+  d["ufunc_loops"] = nb::make_tuple("sin", "cos", "exp", "log", "log1p", "arcsinh", "arctan2");
   return d;
 }
 
@@ -385,6 +386,13 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
                : name == "log"   ? numpy_math::np_log(x(i))
                : name == "log1p" ? numpy_math::np_log1p(x(i))
                                  : numpy_math::np_arcsinh(x(i));
+    return out;
+  });
+  m.def("_np_arctan2", [](nb::ndarray<nb::numpy, const double, nb::ndim<1>> y,
+                          nb::ndarray<nb::numpy, const double, nb::ndim<1>> x) {
+    if (y.shape(0) != x.shape(0)) throw nb::value_error("arctan2(y, x): lengths differ");
+    std::vector<double> out(y.shape(0));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = numpy_math::np_arctan2(y(i), x(i));
     return out;
   });
   m.def("_np_vecmat", [](nb::ndarray<nb::numpy, const double, nb::ndim<1>, nb::c_contig> v,

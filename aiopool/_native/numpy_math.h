@@ -46,7 +46,7 @@ struct Loop {
 };
 
 struct Kernels {
-  Loop sin_f64, cos_f64, sin_f32, cos_f32, exp_f64, log_f64, log1p_f64, arcsinh_f64;
+  Loop sin_f64, cos_f64, sin_f32, cos_f32, exp_f64, log_f64, log1p_f64, arcsinh_f64, arctan2_f64;
   Ddot64 ddot64 = nullptr;
   Ddot32 ddot32 = nullptr;
   Dgemv64 dgemv64 = nullptr;
@@ -139,6 +139,18 @@ inline double np_arcsinh(double x) {
   return l.fn ? call_unary(l, x) : std::asinh(x);
 }
 
+// np.arctan2(y, x) of two numpy float64 values (a binary ufunc loop: y, x, out).
+inline double np_arctan2(double y, double x) {
+  const Loop& l = kernels().arctan2_f64;
+  if (!l.fn) return std::atan2(y, x);
+  double out;
+  char* args[3] = {reinterpret_cast<char*>(&y), reinterpret_cast<char*>(&x), reinterpret_cast<char*>(&out)};
+  const intptr_t dims[1] = {1};
+  const intptr_t steps[3] = {sizeof(double), sizeof(double), sizeof(double)};
+  l.fn(args, dims, steps, l.data);
+  return out;
+}
+
 // np.dot(a, b) of two contiguous float64 vectors, as numpy's DOUBLE_dot: 0.0 + cblas_ddot.
 inline double np_dot(const double* a, const double* b, std::size_t n) {
   const Kernels& k = kernels();
@@ -191,6 +203,7 @@ inline double np_norm(const double* v, std::size_t n) { return std::sqrt(np_dot(
 
 namespace aiopool {
 using numpy_math::np_arcsinh;
+using numpy_math::np_arctan2;
 using numpy_math::np_cos;
 using numpy_math::np_dot;
 using numpy_math::np_exp;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "dmc.h"
+#include "planar_arm.h"
 
 namespace aiopool::dmc {
 
@@ -25,30 +26,21 @@ template <int kBoxes>
 class Stacker {
  public:
   static constexpr double kTimeLimit = 10.0;
-  static constexpr std::array<const char*, 8> kArmJoints = {
-      "arm_root", "arm_shoulder", "arm_elbow", "arm_wrist", "finger", "fingertip", "thumb", "thumbtip"};
-
-  static std::vector<ConfigKey> task_keys() { return {{"fully_observable", ConfigKey::Kind::kBool, 1.0}}; }
+  static std::vector<ConfigKey> task_keys() { return PlanarArm::task_keys(); }
   static std::vector<Part> parts(const Config& config) {
-    std::vector<Part> parts = {{"arm_pos", 8, 2}, {"arm_vel", 8}, {"touch", 5}};
-    if (config.get_bool("fully_observable"))
-      parts.insert(parts.end(),
-                   {{"hand_pos", 4}, {"box_pos", kBoxes, 4}, {"box_vel", 3 * kBoxes}, {"target_pos", 2}});
-    return parts;
+    return PlanarArm::parts(
+        config, {{"hand_pos", 4}, {"box_pos", kBoxes, 4}, {"box_vel", 3 * kBoxes}, {"target_pos", 2}});
   }
 
   Stacker(const Physics& physics, const Config& config)
-      : fully_observable_(config.get_bool("fully_observable")),
+      : arm_(physics),
+        fully_observable_(config.get_bool("fully_observable")),
         hand_(physics.id(mjOBJ_BODY, "hand")),
         target_(physics.id(mjOBJ_BODY, "target")),
         target_geom_(physics.id(mjOBJ_GEOM, "target")),
         target_site_(physics.id(mjOBJ_SITE, "target")),
         grasp_(physics.id(mjOBJ_SITE, "grasp")) {
-    const mjModel* m = physics.model();
-    if (m->nsensordata != 5) throw std::invalid_argument("not the stacker model");
-    for (std::size_t j = 0; j < kArmJoints.size(); ++j) arm_[j] = physics.id(mjOBJ_JOINT, kArmJoints[j]);
-    finger_ = m->jnt_qposadr[physics.id(mjOBJ_JOINT, "finger")];
-    thumb_ = m->jnt_qposadr[physics.id(mjOBJ_JOINT, "thumb")];
+    if (physics.model()->nsensordata != 5) throw std::invalid_argument("not the stacker model");
     for (int b = 0; b < kBoxes; ++b) {
       const std::string name = "box" + std::to_string(b);
       boxes_[b] = physics.id(mjOBJ_BODY, name.c_str());
@@ -61,14 +53,8 @@ class Stacker {
   void initialize_episode(Physics& physics, RandomState& random) const {
     mjModel* m = physics.model();
     double* qpos = physics.data()->qpos;
-    const double pi = std::numbers::pi;
     do {
-      for (int j : arm_) {  // uniform(lower_limits, upper_limits), joint after joint
-        const bool limited = m->jnt_limited[j] != 0;
-        qpos[m->jnt_qposadr[j]] =
-            random.uniform(limited ? m->jnt_range[2 * j] : -pi, limited ? m->jnt_range[2 * j + 1] : pi);
-      }
-      qpos[finger_] = qpos[thumb_];
+      arm_.randomize(physics, random);
       const double target_height = static_cast<double>(2 * random.randint(kBoxes) + 1);
       const double box_size = m->geom_size[3 * target_geom_];
       m->body_pos[3 * target_ + 2] = box_size * target_height;
@@ -76,7 +62,7 @@ class Stacker {
       for (int b = 0; b < kBoxes; ++b) {  // x, then z, then the angle (y)
         qpos[m->jnt_qposadr[box_joints_[3 * b]]] = random.uniform(.1, .3);
         qpos[m->jnt_qposadr[box_joints_[3 * b + 2]]] = random.uniform(0, .7);
-        qpos[m->jnt_qposadr[box_joints_[3 * b + 1]]] = random.uniform(0, 2 * pi);
+        qpos[m->jnt_qposadr[box_joints_[3 * b + 1]]] = random.uniform(0, 2 * std::numbers::pi);
       }
       physics.forward_without_actuation();
     } while (physics.data()->ncon > 0);
@@ -85,18 +71,13 @@ class Stacker {
   void observe(const Physics& physics, double* out) const {
     const mjModel* m = physics.model();
     const mjData* d = physics.data();
-    for (int j : arm_) {  // bounded_joint_pos: (sin, cos) rows
-      *out++ = np_sin(d->qpos[m->jnt_qposadr[j]]);
-      *out++ = np_cos(d->qpos[m->jnt_qposadr[j]]);
-    }
-    for (int j : arm_) *out++ = d->qvel[m->jnt_dofadr[j]];
-    for (int i = 0; i < m->nsensordata; ++i) *out++ = np_log1p(d->sensordata[i]);
+    out = arm_.observe(physics, out);
+    for (int i = 0; i < m->nsensordata; ++i) *out++ = np_log1p(d->sensordata[i]);  // touch
     if (!fully_observable_) return;
-    out = pose(d, hand_, out);
-    for (int body : boxes_) out = pose(d, body, out);
+    out = body_2d_pose(physics, hand_, out);
+    for (int body : boxes_) out = body_2d_pose(physics, body, out);
     for (int j : box_joints_) *out++ = d->qvel[m->jnt_dofadr[j]];
-    *out++ = d->xpos[3 * target_];
-    *out++ = d->xpos[3 * target_ + 2];
+    body_2d_pose(physics, target_, out, false);
   }
 
   double reward(const Physics& physics) const {
@@ -112,26 +93,9 @@ class Stacker {
   bool terminated(const Physics&) const { return false; }
 
  private:
-  // body_2d_pose: x and z of the body's position, then qw and qy of its orientation.
-  static double* pose(const mjData* d, int body, double* out) {
-    *out++ = d->xpos[3 * body];
-    *out++ = d->xpos[3 * body + 2];
-    *out++ = d->xquat[4 * body];
-    *out++ = d->xquat[4 * body + 2];
-    return out;
-  }
-
-  // site_distance(a, b): np.linalg.norm(np.diff(site_xpos[[b, a]], axis=0)), the norm of a - b.
-  static double site_distance(const Physics& physics, int a, int b) {
-    const double* x = physics.data()->site_xpos;
-    const double diff[3] = {x[3 * a] - x[3 * b], x[3 * a + 1] - x[3 * b + 1], x[3 * a + 2] - x[3 * b + 2]};
-    return np_norm(diff, 3);
-  }
-
+  PlanarArm arm_;
   bool fully_observable_;
   int hand_, target_, target_geom_, target_site_, grasp_;
-  int finger_ = 0, thumb_ = 0;
-  std::array<int, 8> arm_{};
   std::array<int, kBoxes> boxes_{}, box_sites_{};
   std::array<int, 3 * kBoxes> box_joints_{};
 };
