@@ -148,7 +148,9 @@ ENVPOOL_ONLY_KEYS = {
                                 "torso_vertical"},
     "QuadrupedRun-v1": {"ball_state", "origin", "rangefinder", "target_position"},
     "QuadrupedWalk-v1": {"ball_state", "origin", "rangefinder", "target_position"},
-    "QuadrupedFetch-v1": {"origin", "rangefinder"}}
+    "QuadrupedFetch-v1": {"origin", "rangefinder"},
+    **{f"Dog{task}-v1": {"ball_state", "target_position"} for task in ("Stand", "Walk", "Trot",
+                                                                       "Run")}}
 
 
 def _same_space(mine: gym.Space[Any], theirs: gym.Space[Any], task_id: str) -> None:

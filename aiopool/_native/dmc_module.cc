@@ -6,6 +6,7 @@
 #include "envs/dmc/ball_in_cup.h"
 #include "envs/dmc/cartpole.h"
 #include "envs/dmc/cheetah.h"
+#include "envs/dmc/dog.h"
 #include "envs/dmc/finger.h"
 #include "envs/dmc/fish.h"
 #include "envs/dmc/hopper.h"

@@ -214,7 +214,8 @@ DMC = NativeFamily(
                    "dmc/humanoid_CMU-walk", "dmc/humanoid_CMU-run", "dmc/lqr-lqr_2_1",
                    "dmc/lqr-lqr_6_2", "dmc/stacker-stack_2", "dmc/stacker-stack_4",
                    "dmc/manipulator-bring_ball", "dmc/manipulator-bring_peg",
-                   "dmc/manipulator-insert_ball", "dmc/manipulator-insert_peg"}),
+                   "dmc/manipulator-insert_ball", "dmc/manipulator-insert_peg", "dmc/dog-stand",
+                   "dmc/dog-walk", "dmc/dog-trot", "dmc/dog-run", "dmc/dog-fetch"}),
     finite_actions=False, preload=_preload_mujoco,
     prepared=_DMC_PREPARED, prepare=_prepare_dmc)
 

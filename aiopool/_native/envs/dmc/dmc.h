@@ -139,7 +139,7 @@ class RandomState {
 
 // ---- dm_control.utils.rewards.tolerance, on a float64 scalar --------------------------------
 
-enum class Sigmoid : uint8_t { kGaussian, kLinear, kQuadratic, kLongTail };
+enum class Sigmoid : uint8_t { kGaussian, kLinear, kQuadratic, kLongTail, kReciprocal };
 
 inline double sigmoid(double x, double value_at_1, Sigmoid kind, bool element) {
   auto square = [element](double v) { return element ? v * v : pow2(v); };
@@ -155,6 +155,10 @@ inline double sigmoid(double x, double value_at_1, Sigmoid kind, bool element) {
     case Sigmoid::kLongTail: {
       const double scale = std::sqrt(1 / value_at_1 - 1);
       return 1 / (square(x * scale) + 1);
+    }
+    case Sigmoid::kReciprocal: {
+      const double scale = 1 / value_at_1 - 1;
+      return 1 / (std::fabs(x) * scale + 1);
     }
     case Sigmoid::kQuadratic: {
       const double scaled = x * std::sqrt(1.0 - value_at_1);
