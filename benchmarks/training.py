@@ -66,6 +66,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,6 +92,46 @@ ATARI_ENVS = ("Breakout-v5",)
 # final_info is a dict of arrays in 1.x. TensorBoard and wandb are left out.
 # --------------------------------------------------------------------------------------------
 
+def env_id_is_dmc(env_id: str) -> bool:
+    return env_id.startswith("dmc/")
+
+
+class DmControlEnv(gym.Env):  # type: ignore[type-arg]
+    """dm_control's task ``dmc/<domain>-<task>`` as a gymnasium env for CleanRL's loop (what
+    shimmy's DmControlCompatibilityV0 does): a Dict of its named arrays, its action bounds,
+    ``terminated`` where dm_control's discount is 0 and ``truncated`` at its time limit; a reset
+    with a seed loads the task with that seed (``task_kwargs={"random": seed}``), as
+    ``aiopool.make(..., seed=)`` seeds it."""
+
+    def __init__(self, env_id: str) -> None:
+        from dm_control import suite
+
+        self._suite = suite
+        self._task = env_id.removeprefix("dmc/").split("-", 1)
+        self._env = suite.load(*self._task, task_kwargs={"random": 0})
+        action = self._env.action_spec()
+        self.action_space = gym.spaces.Box(action.minimum, action.maximum, dtype=np.float64)
+        self.observation_space = gym.spaces.Dict({
+            key: gym.spaces.Box(-np.inf, np.inf, spec.shape, np.float64)
+            for key, spec in self._env.observation_spec().items()})
+
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        super().reset(seed=seed)
+        if seed is not None:
+            self._env = self._suite.load(*self._task, task_kwargs={"random": seed})
+        return dict(self._env.reset().observation), {}
+
+    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        ts = self._env.step(action)
+        terminated = bool(ts.last() and ts.discount == 0.0)
+        return (dict(ts.observation), float(ts.reward), terminated,
+                bool(ts.last()) and not terminated, {})
+
+    def close(self) -> None:
+        self._env.close()
+
+
 def cleanrl_continuous(args: Any) -> dict[str, Any]:
     """CleanRL's loop for ``args`` (the example's ``Args``: CleanRL's names and defaults)."""
     import gymnasium as gym
@@ -99,6 +140,9 @@ def cleanrl_continuous(args: Any) -> dict[str, Any]:
     import torch.optim as optim
     from ppo_continuous_async import torch_device
     from torch.distributions.normal import Normal
+
+    if env_id_is_dmc(args.env_id) and args.env_id not in gym.registry:
+        gym.register(args.env_id, entry_point=DmControlEnv, kwargs={"env_id": args.env_id})
 
     def make_env(env_id: str, idx: int, gamma: float) -> Any:
         def thunk() -> Any:
@@ -642,13 +686,19 @@ def cleanrl_atari(args: Any, envs: Any = None) -> dict[str, Any]:
 # The benchmark: runners in fresh subprocesses, interleaved; JSON, table and learning curves.
 # --------------------------------------------------------------------------------------------
 
+def is_atari(env_id: str) -> bool:
+    """Atari games go to the Atari example and CleanRL's EnvPool loop; gymnasium's MuJoCo envs
+    and the Control Suite's tasks to the continuous ones."""
+    return not (env_id.endswith(MUJOCO_ENVS) or env_id_is_dmc(env_id))
+
+
 def example_args(env_id: str, seed: int, steps: int, device: str = "auto",
                  num_envs: int = 0, num_threads: int = 0, cuda_graph: bool = True) -> Any:
     """The example's Args (CleanRL's hyper-parameters) for a budget of ``steps`` env steps;
     ``num_envs`` and ``num_threads`` other than 0 replace CleanRL's env count and the engines'
     default thread counts; ``cuda_graph``: the Atari example's graphed actor on CUDA."""
     sizes = {"num_envs": num_envs} if num_envs else {}
-    if env_id in ATARI_ENVS or not env_id.endswith(MUJOCO_ENVS):
+    if is_atari(env_id):
         import ppo_atari_async as atari
 
         return atari.Args(env_id=env_id, seed=seed, total_timesteps=steps, print_every=0,
@@ -662,7 +712,7 @@ def example_args(env_id: str, seed: int, steps: int, device: str = "auto",
 def run_one(runner: str, env_id: str, seed: int, steps: int, device: str = "auto",
             num_envs: int = 0, num_threads: int = 0, cuda_graph: bool = True) -> dict[str, Any]:
     args = example_args(env_id, seed, steps, device, num_envs, num_threads, cuda_graph)
-    atari = env_id in ATARI_ENVS
+    atari = is_atari(env_id)
     with contextlib.redirect_stdout(io.StringIO()):
         if runner == "cleanrl":
             out = cleanrl_atari(args) if atari else cleanrl_continuous(args)
@@ -853,7 +903,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def steps_for(env_id: str, args: argparse.Namespace) -> int:
     if not args.quick:
         return int(args.steps)
-    return 2 * (8 * 128 if env_id in ATARI_ENVS else 2048)  # two rollouts
+    return 2 * (8 * 128 if is_atari(env_id) else 2048)  # two rollouts
 
 
 def main(argv: list[str] | None = None) -> int:

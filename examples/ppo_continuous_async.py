@@ -2,6 +2,7 @@
 
     python examples/ppo_continuous_async.py --env-id HalfCheetah-v5      # overlapped (default)
     python examples/ppo_continuous_async.py --env-id Hopper-v5 --strict  # CleanRL's loop, exactly
+    python examples/ppo_continuous_async.py --env-id dmc/cartpole-swingup  # the Control Suite
 
 This is CleanRL's ``ppo_continuous_action.py`` with its hyper-parameters (1 env, 2048 steps per
 rollout, 10 epochs x 32 minibatches, Adam at 3e-4 annealed to 0, GAE with gamma 0.99 and lambda
@@ -555,7 +556,14 @@ async def main(args: Args) -> dict[str, Any]:
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.actor_threads)
 
+    # The Control Suite's observations are dicts of named arrays: as one vector, in
+    # dm_control's key order (its flat_observation; CleanRL wraps dm_control's envs in
+    # FlattenObservation for the same reason).
+    env_kwargs: dict[str, Any] = {}
     with aiopool.make(args.env_id) as probe:  # the spaces
+        if probe.spec.obs_parts:
+            env_kwargs["flat_observation"] = True
+    with aiopool.make(args.env_id, **env_kwargs) as probe:
         obs_shape = probe.single_observation_space.shape
         action_space = probe.single_action_space
     act_shape = action_space.shape
@@ -590,7 +598,7 @@ async def main(args: Args) -> dict[str, Any]:
 
     pool = aiopool.make(args.env_id, num_envs=num_envs, batch_size=batch_size,
                         num_threads=args.num_threads or None, seed=args.seed,
-                        autoreset="same_step")
+                        autoreset="same_step", **env_kwargs)
     normalizer = Normalizer(num_envs, obs_shape, args.gamma)
     low, high = action_space.low, action_space.high
 

@@ -83,9 +83,14 @@ def continuous(env_id: str, num_envs: int, num_steps: int, updates: int,
 
 
 # Hopper ends episodes by termination (a fall), HalfCheetah by truncation at 1000 steps: both
-# autoreset paths, with the terminal observation updating the running statistics.
+# autoreset paths, with the terminal observation updating the running statistics. The Control
+# Suite's cartpole-balance (truncated at 1000 steps) against CleanRL's loop over dm_control
+# itself (benchmarks/training.py's DmControlEnv), its Dict observation flattened by CleanRL's
+# FlattenObservation (keys sorted) and by the example's flat_observation (dm_control's order):
+# the same order for its keys, position and velocity.
 @pytest.mark.parametrize(("env_id", "num_envs", "num_steps"),
-                         [("Hopper-v5", 2, 64), ("HalfCheetah-v5", 1, 512)])
+                         [("Hopper-v5", 2, 64), ("HalfCheetah-v5", 1, 512),
+                          ("dmc/cartpole-balance", 2, 512)])
 def test_continuous_strict_is_cleanrl_over_syncvectorenv_float_for_float(
         env_id: str, num_envs: int, num_steps: int) -> None:
     args = continuous(env_id, num_envs, num_steps, 3, num_minibatches=4, update_epochs=2,
@@ -261,6 +266,9 @@ def test_training_benchmark_sizes_reach_both_examples() -> None:
     mujoco_args = training.example_args("Hopper-v5", 1, 8192, "cpu", 4, 2)
     assert (mujoco_args.num_envs, mujoco_args.num_threads) == (4, 2)
     assert training.example_args("Hopper-v5", 1, 8192, "cpu").num_envs == 1
+    # The Control Suite's tasks go to the continuous example (and CleanRL's continuous loop).
+    assert isinstance(training.example_args("dmc/cartpole-balance", 1, 8192), mujoco.Args)
+    assert training.is_atari("Pong-v5") and not training.is_atari("dmc/cartpole-balance")
     # The graphed actor is the example's default on CUDA; --no-cuda-graph reaches it too.
     assert training.example_args("Breakout-v5", 1, 8192, "cuda").cuda_graph
     assert not training.example_args("Breakout-v5", 1, 8192, "cuda", cuda_graph=False).cuda_graph
