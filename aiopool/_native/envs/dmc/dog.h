@@ -47,7 +47,8 @@ class Dog {
               physics.sensor("hand_R")},
         touch_{physics.sensor("palm_L"), physics.sensor("palm_R"), physics.sensor("sole_L"),
                physics.sensor("sole_R")},
-        floor_(physics.id(mjOBJ_GEOM, "floor")) {
+        floor_(physics.id(mjOBJ_GEOM, "floor")),
+        min_upright_(np_cos(30 * (std::numbers::pi / 180))) {  // np.cos(np.deg2rad(30))
     const mjModel* m = physics.model();
     for (int j = 0; j < m->njnt; ++j) {
       if (m->jnt_type[j] != mjJNT_HINGE) continue;
@@ -142,12 +143,11 @@ class Dog {
     const mjModel* m = physics.model();
     const mjData* d = physics.data();
     const double inf = std::numeric_limits<double>::infinity();
-    const double min_upright = np_cos(30 * (std::numbers::pi / 180));  // np.cos(np.deg2rad(30))
     double r = 1.0;
     r *= tolerance(d->xpos[3 * torso_ + 2], stand_height_[0], inf, stand_height_[0]);
     r *= tolerance(d->xpos[3 * pelvis_ + 2], stand_height_[1], inf, stand_height_[1]);
     for (int body : {skull_, torso_, pelvis_})
-      r *= tolerance(d->xmat[9 * body + 8], min_upright, inf, min_upright + 1, Sigmoid::kLinear, 0, true);
+      r *= tolerance(d->xmat[9 * body + 8], min_upright_, inf, min_upright_ + 1, Sigmoid::kLinear, 0, true);
     double touch[4];
     for (int i = 0; i < 4; ++i) touch[i] = d->sensordata[touch_[i]];
     r *= tolerance(pairwise_sum(touch, 4), body_weight_, inf, body_weight_, Sigmoid::kLinear, 0.9);
@@ -192,6 +192,7 @@ class Dog {
   std::array<int, 3> inertial_;
   std::array<int, 4> feet_, touch_;
   int floor_;
+  double min_upright_;  // _MIN_UPRIGHT_COSINE
   int head_ = 0, ball_ = 0, target_ = 0, upper_bite_ = 0, lower_bite_ = 0, ball_root_ = 0;
   std::vector<int> hinge_qpos_, hinge_dof_;
   std::array<double, 2> stand_height_{};
