@@ -100,11 +100,17 @@ MATRIX = [
 PARITY = ["tests/test_parity_mujoco.py::test_default_kwargs_match_gymnasium",
           "tests/test_parity_classic_control.py", "tests/test_parity_dmc.py",
           "tests/test_cpu_dispatch.py::test_the_envs_kernels_are_numpys_own"]
-# Box2D's envs go through no CPU-dispatched numpy code (Box2D's own C++, Python's math): their
-# parity cases (minutes) are left out of the matrix; so are the other autoreset modes and event
-# loops, which run the same arithmetic as next_step on asyncio.
-NOT_DISPATCHED = ("not LunarLander and not BipedalWalker and not same_step and not disabled "
-                  "and not uvloop")
+# Box2D's envs go through no CPU-dispatched numpy code (Box2D's own C++, Python's math), nor do
+# the toy-text envs (integer steps, the Generator's draws) or the Control Suite's spec checks:
+# their cases (minutes) are left out of the matrix; so are the other autoreset modes and event
+# loops, which run the same arithmetic as next_step on asyncio, and the tasks whose arithmetic
+# another task of their domain runs (the dog's walk and trot are its run at other speeds; the
+# CMU humanoid's walk is its run).
+NOT_DISPATCHED = " and ".join(
+    f"not {name}" for name in (
+        "LunarLander", "BipedalWalker", "same_step", "disabled", "uvloop",
+        "Taxi", "FrozenLake", "CliffWalking", "Blackjack", "test_ids_specs_and_kwargs",
+        "dog-walk", "dog-trot", "humanoid_CMU-walk"))
 
 
 
