@@ -1,6 +1,6 @@
 """Frames of ``render_mode="rgb_array"`` pools.
 
-Two ways, as a family declares (``NativeFamily.renders``, families.py):
+Three ways, as a family declares (``NativeFamily.renders``, families.py):
 
 - ``"native"``: the env draws its frame in C++ (Atari: the screen ale-py's ``env.render()``
   gives), with the GIL released.
@@ -11,6 +11,10 @@ Two ways, as a family declares (``NativeFamily.renders``, families.py):
   and renders it with gymnasium's own drawing code (pygame; MuJoCo's renderer through
   gymnasium's ``MujocoRenderer``). The frames are the reference's by construction, for any
   state the C++ env reaches bit for bit.
+- ``"dm_control"``: the Control Suite's own ``physics.render`` draws it: each env's mjModel
+  (its task moves targets in it) and mjData are copied (``export_model()``, ``export_data()``)
+  into one dm_control ``Physics`` of the same compiled model, which renders them with the
+  camera names and kwargs of ``physics.render`` (``width``, ``height``, ``camera_id``).
 
 A frame is only taken of an env with no step in flight (its last received row's state).
 """
@@ -220,17 +224,23 @@ class Renderer(Protocol):
     def close(self) -> None: ...
 
 
+def headless_defaults() -> None:
+    """Off screen, the drivers that render without a display, where the user chose none:
+    pygame.display.init(), which toy text's render() calls, then needs no display (and SDL does
+    not complain of one missing); gymnasium's MuJoCo viewer and dm_control try GLFW first,
+    which cannot open a context without a display, while EGL renders headless. gymnasium and
+    dm_control respect MUJOCO_GL (as this does, where it is set); dm_control reads it once, when
+    it is first imported, so the Control Suite's family calls this before importing it."""
+    if _headless():
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        os.environ.setdefault("MUJOCO_GL", "egl")
+
+
 def python_renderer(env_id: str, kwargs: dict[str, Any]) -> Renderer:
     """The renderer of a ``renders="python"`` family's env: gymnasium's env of ``env_id``,
     made with ``kwargs`` (its constructor and rendering kwargs) and ``render_mode="rgb_array"``,
     draws each frame."""
-    if _headless():
-        # Off screen: pygame.display.init(), which toy text's render() calls, then needs no
-        # display (and SDL does not complain of one missing); gymnasium's MuJoCo viewer tries
-        # GLFW first, which cannot open a context without a display, while EGL renders
-        # headless. gymnasium respects MUJOCO_GL (as this does, where it is set).
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-        os.environ.setdefault("MUJOCO_GL", "egl")
+    headless_defaults()
     env = _reference(env_id, kwargs)
     if hasattr(env, "mujoco_renderer"):
         return MujocoRenderer(env)
@@ -308,6 +318,65 @@ class MujocoRenderer:
 
     def close(self) -> None:
         self._env.close()
+
+
+# dm_control's physics.render defaults.
+DM_CONTROL_RENDER = {"width": 320, "height": 240, "camera_id": -1}
+
+
+class DmControlRenderer:
+    """Draws Control Suite envs' frames with dm_control's ``physics.render``: each env's model
+    and data are copied into one ``Physics`` loaded from the task's compiled model (the MJB file
+    the C++ envs load), which renders them as the task's own physics would.
+
+    ``camera_id`` is dm_control's: -1 the free camera, a camera's index, or its name (the
+    model's ``camera_names``). Frames come at the task's control rate (``fps``)."""
+
+    def __init__(self, env_id: str, model_file: str, control_steps: int,
+                 kwargs: dict[str, Any]) -> None:
+        headless_defaults()
+        from dm_control import _render
+        from dm_control import mujoco as dm_mujoco
+
+        if _headless() and _render.BACKEND in (None, "glfw"):
+            raise RuntimeError(
+                f"{env_id} renders through dm_control, which chose {_render.BACKEND or 'no'} GL "
+                "backend when it was first imported, and there is no display here: set "
+                "MUJOCO_GL=egl (or osmesa) before dm_control is imported")
+        unknown = kwargs.keys() - DM_CONTROL_RENDER.keys()
+        if unknown:
+            raise TypeError(f"{env_id}: {', '.join(sorted(unknown))} is not a kwarg of "
+                            "physics.render (it takes width, height, camera_id)")
+        self._kwargs = {**DM_CONTROL_RENDER, **kwargs}
+        self._physics: Any = dm_mujoco.Physics.from_binary_path(model_file)
+        model = self._physics.model
+        self.camera_names = tuple(model.id2name(i, "camera") for i in range(model.ncam))
+        camera = self._kwargs["camera_id"]
+        if isinstance(camera, str):
+            if camera not in self.camera_names:
+                raise ValueError(f"{env_id}: camera_id={camera!r} is not one of its cameras "
+                                 f"{list(self.camera_names)} (or an index, -1 the free camera)")
+        elif isinstance(camera, bool) or not isinstance(camera, int | np.integer) or not (
+                -1 <= camera < model.ncam):
+            raise ValueError(f"{env_id}: camera_id={camera!r}, expected -1 (the free camera), "
+                             f"an index below {model.ncam} or one of {list(self.camera_names)}")
+        for key in ("width", "height"):
+            size = self._kwargs[key]
+            if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
+                raise ValueError(f"{env_id}: {key}={size!r}, expected a positive int")
+        self.fps = 1.0 / (model.opt.timestep * control_steps)
+        self._model = int(model.ptr._address)
+        self._data = int(self._physics.data.ptr._address)
+
+    def frame(self, native: Any, env_id: int) -> npt.NDArray[np.uint8]:
+        native.export_model(env_id, self._model)
+        native.export_data(env_id, self._data)
+        return np.asarray(self._physics.render(**self._kwargs), dtype=np.uint8)
+
+    def close(self) -> None:
+        if self._physics is not None:
+            self._physics.free()
+            self._physics = None
 
 
 def atari_fps() -> float:

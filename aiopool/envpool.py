@@ -416,7 +416,8 @@ def _render_plan(task: _Task, given: dict[str, Any], num_envs: int) -> tuple[dic
                                                                             int]:
     """EnvPool's rendering kwargs as aiopool.make takes them: ``render_mode="rgb_array"``; for
     MuJoCo, ``render_width`` / ``render_height`` / ``render_camera_id`` as gymnasium's
-    ``width`` / ``height`` / ``camera_id``. What aiopool cannot honour is refused."""
+    ``width`` / ``height`` / ``camera_id``, for the Control Suite as ``physics.render``'s. What
+    aiopool cannot honour is refused."""
     mode = given.get("render_mode")
     if given.get("from_pixels"):
         raise ValueError("from_pixels=True: pixel observations are not available in aiopool "
@@ -431,10 +432,10 @@ def _render_plan(task: _Task, given: dict[str, Any], num_envs: int) -> tuple[dic
                          f"num_envs ({num_envs})")
     sizes = {"render_width": "width", "render_height": "height", "render_camera_id": "camera_id"}
     render = {ours: given[theirs] for theirs, ours in sizes.items() if theirs in given}
-    if render and task.family != "mujoco":
+    if render and task.family not in ("mujoco", "dmc"):
         raise ValueError(f"{', '.join(k for k in sizes if k in given)}: {task.envpool_id}'s "
-                         "frames are gymnasium's (Atari: the screen's size); only MuJoCo envs "
-                         "take a frame size and camera")
+                         "frames are gymnasium's (Atari: the screen's size); only MuJoCo and "
+                         "Control Suite envs take a frame size and camera")
     if mode is None:
         return {}, int(env_id)
     return {"render_mode": mode, **render}, int(env_id)

@@ -20,6 +20,7 @@ import contextlib
 import enum
 import math
 import os
+import threading
 import time
 import weakref
 from collections import deque
@@ -133,14 +134,17 @@ class Pool:
 
     def render(self, env_ids: npt.ArrayLike | None = None) -> npt.NDArray[np.uint8]:
         """The current frames of ``env_ids`` (default all), batch-first: a read-only ``uint8``
-        array ``[k, height, width, 3]``, each frame equal to what gymnasium's ``env.render()``
-        gives for that env's state (``render_mode="rgb_array"``).
+        array ``[k, height, width, 3]``, each frame equal to what the reference renders for that
+        env's state (``render_mode="rgb_array"``): gymnasium's ``env.render()``, ale-py's, or
+        for the Control Suite dm_control's ``physics.render`` with the pool's ``width``,
+        ``height`` and ``camera_id`` (a camera's name too).
 
         An env's current state is the one of its last received row: its episode's last frame
         after a step that ended it (``next_step``), the new episode's first with ``same_step``.
 
-        Frames drawn by gymnasium's code (classic control, toy text, MuJoCo) are drawn on the
-        pool's render thread (MuJoCo's GL context lives there), the caller waiting; Atari's in
+        Frames drawn by gymnasium's or dm_control's code (classic control, toy text, Box2D,
+        MuJoCo, the Control Suite) are drawn on the pool's render thread (MuJoCo's GL context
+        lives there), the caller waiting; Atari's in
         C++ on the calling thread. Either way the GIL is released while GL or C++ draws.
 
         Raises:
@@ -174,7 +178,23 @@ class Pool:
         if self._render_executor is None:
             self._render_executor = concurrent.futures.ThreadPoolExecutor(
                 1, thread_name_prefix=f"aiopool-render-{self.spec.id}")
+            # Registered after concurrent.futures' own hook, so it runs first, while the thread
+            # still takes work (threading runs these hooks last registered first).
+            threading._register_atexit(  # type: ignore[attr-defined]
+                weak_call(weakref.WeakMethod(self._free_renderer_at_exit)))
         return self._render_executor
+
+    def _free_renderer_at_exit(self) -> None:
+        """At interpreter exit, before the render thread stops: the renderer's GL context is
+        freed on that thread, where it is current. dm_control frees its contexts from the main
+        thread at exit, which fails (EGL_BAD_ACCESS) while one is current on another thread.
+        The pool itself stays open for threads still running (atexit closes it)."""
+        executor, renderer = self._render_executor, self._renderer
+        if executor is None or renderer is None or self._state is not PoolState.OPEN:
+            return
+        self._renderer = _FreedRenderer(renderer.fps)
+        with contextlib.suppress(RuntimeError):
+            executor.submit(renderer.close).result()
 
     def _draw(self, ids: npt.NDArray[np.int32]) -> npt.NDArray[np.uint8]:
         self._check_open()
@@ -831,6 +851,19 @@ def _release(native: Any, doorbell: Doorbell) -> None:
     """Finaliser of a pool dropped without close(): reader off first, then join and close."""
     doorbell.detach()
     native.close()
+
+
+class _FreedRenderer:
+    """A pool's renderer after its GL context was freed at interpreter exit."""
+
+    def __init__(self, fps: float) -> None:
+        self.fps = fps
+
+    def frame(self, native: Any, env_id: int) -> npt.NDArray[np.uint8]:
+        raise PoolClosed("the pool's renderer was freed at interpreter exit")
+
+    def close(self) -> None:
+        pass
 
 
 _LIVE: weakref.WeakSet[Pool] = weakref.WeakSet()

@@ -16,7 +16,7 @@ import numpy as np
 
 from ._native import _core  # the engine and the envs that need no simulator (core_module.cc)
 from ._native.families import CLASSIC_CONTROL, FAMILIES, NativeFamily
-from ._render import check_render_mode, draws, python_renderer
+from ._render import DmControlRenderer, Renderer, check_render_mode, draws, python_renderer
 from .pool import Pool
 from .spec import EnvSpec
 
@@ -251,11 +251,14 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
     spec = EnvSpec.from_native(env_id, native.spec, kwargs, family=family.name,
                                finite_actions=family.finite_actions,
                                renders=renders is not None, render_mode=render_mode)
-    renderer = None
+    renderer: Renderer | None = None
     if render_mode is not None and renders == "python":
         renderer = python_renderer(env_id, {
             **{k: list(v) if kinds[k] == "lines" and v is not None else v
                for k, v in config.items() if k not in family.render_config}, **render_kwargs})
+    elif render_mode is not None and renders == "dm_control":
+        renderer = DmControlRenderer(env_id, config["model_file"], int(config["control_steps"]),
+                                     render_kwargs)
     return Pool(native, spec, seed=seed, autoreset=autoreset, recv_spin_us=recv_spin_us,
                 renderer=renderer)
 

@@ -21,6 +21,12 @@ import helpers
 import pytest
 import uvloop
 
+from aiopool._render import headless_defaults
+
+# Off screen, the GL backend that renders headless (EGL), as aiopool chooses it: before a test
+# module imports dm_control, which picks its backend at its first import.
+headless_defaults()
+
 _HANDLER_CALLS: list[dict[str, Any]] = []
 
 

@@ -532,7 +532,8 @@ def test_control_suite_ids_step_dm_controls_tasks(env_type: str) -> None:
     ("Pong-v5", {"max_num_players": 2}, ValueError, "single-player"),
     ("Pong-v5", {"render_mode": "human"}, ValueError, "not windows"),
     ("Pong-v5", {"from_pixels": True}, ValueError, "pixel observations"),
-    ("Pong-v5", {"render_mode": "rgb_array", "render_width": 84}, ValueError, "only MuJoCo"),
+    ("Pong-v5", {"render_mode": "rgb_array", "render_width": 84}, ValueError,
+     "only MuJoCo and Control Suite"),
     ("Pong-v5", {"num_envs": 2, "render_env_id": 2}, ValueError, "render_env_id is 2"),
     ("Pong-v5", {"gym_reset_return_info": False}, ValueError, "always returns"),
     ("Pong-v5", {"seed": -1}, ValueError, "0 <= seed < 2\\*\\*31"),
@@ -644,3 +645,11 @@ def test_render_gives_envpools_batch_first_frames() -> None:
     with pytest.raises(NotImplementedError, match="render_camera_id"):
         cheetah.render(camera_id=1)
     cheetah.close()
+    # The Control Suite's frames are dm_control's physics.render's, with its camera ids.
+    dmc = ours.make("CheetahRun-v1", env_type="dm", num_envs=2, render_mode="rgb_array",
+                    render_width=64, render_height=48, render_camera_id=1)
+    dmc.reset()
+    frame = dmc.render(env_ids=[1])
+    assert frame.shape == (1, 48, 64, 3)
+    assert np.array_equal(frame[0], dmc._pool.render([1])[0])
+    dmc.close()

@@ -19,9 +19,11 @@
 //   void render(uint8_t* rgb) const;          // the current frame, EnvSpec::render_shape bytes
 //   std::vector<double> render_state() const; // what a Python renderer draws the frame from
 //   void export_data(void* dest) const;       // the simulator's state, into the renderer's
+//   void export_model(void* dest) const;      // with export_data, where the env's model changes
 // The first renders in C++ (Atari: the screen ale-py's env.render() gives); the others hand
 // the state the reference's own drawing code reads (classic control's `state`, toy text's `s`,
-// MuJoCo's whole mjData) to the family's Python renderer (aiopool/_render.py), so frames are
+// MuJoCo's whole mjData; the Control Suite's mjModel too, whose tasks move targets in it) to
+// the family's Python renderer (aiopool/_render.py), so frames are
 // the reference's own. render_state() may be non-const where the reference's render() changes
 // the env (LunarLander's decorative particles age and die as they are drawn).
 //

@@ -42,9 +42,10 @@ class NativeFamily:
             checks that the two agree for every env.
         renders: how its pools render with ``render_mode="rgb_array"`` (aiopool/_render.py):
             ``"native"``, frames drawn in C++ (``render(uint8_t*)``, env.h); ``"python"``, the
-            env's state drawn by its gymnasium class's own ``render()``; None, it cannot render
-            (``make`` says so).
-        render_kwargs: gymnasium's rendering kwargs of its envs (MuJoCo's ``width``, ...),
+            env's state drawn by its gymnasium class's own ``render()``; ``"dm_control"``, the
+            env's model and data drawn by dm_control's ``physics.render``; None, it cannot
+            render (``make`` says so).
+        render_kwargs: the reference's rendering kwargs of its envs (MuJoCo's ``width``, ...),
             which ``make`` takes and hands to the renderer.
         render_config: native config keys ``make`` sets when it renders, for the envs that
             declare them, and keeps from the user and the reference (LunarLander's
@@ -155,6 +156,9 @@ def _prepare_dmc(env_id: str, config: dict[str, Any]) -> dict[str, Any]:
     once per id and kwargs: its compiled model is saved as a binary MJB file for the C++ envs,
     with its control.Environment's n_sub_steps and step limit. The files live in a temporary
     directory removed at exit."""
+    from .._render import headless_defaults
+
+    headless_defaults()  # before dm_control's first import, which picks its GL backend
     try:
         from dm_control import suite
     except ImportError as e:
@@ -217,7 +221,8 @@ DMC = NativeFamily(
                    "dmc/manipulator-insert_ball", "dmc/manipulator-insert_peg", "dmc/dog-stand",
                    "dmc/dog-walk", "dmc/dog-trot", "dmc/dog-run", "dmc/dog-fetch"}),
     finite_actions=False, preload=_preload_mujoco,
-    prepared=_DMC_PREPARED, prepare=_prepare_dmc)
+    prepared=_DMC_PREPARED, prepare=_prepare_dmc, renders="dm_control",
+    render_kwargs=frozenset({"width", "height", "camera_id"}))
 
 
 FAMILIES: tuple[NativeFamily, ...] = (CLASSIC_CONTROL, TOY_TEXT, MUJOCO, ATARI, BOX2D, DMC)

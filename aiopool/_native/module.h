@@ -599,6 +599,7 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
            })
       .def("render_state", &PyPool::render_state)
       .def("export_data", &PyPool::export_data)
+      .def("export_model", &PyPool::export_model)
       .def_prop_ro("rows_in_flight", &PyPool::rows_in_flight)
       .def_prop_ro("ready_count", &PyPool::ready_count)
       .def_prop_ro("blocks_allocated", [](PyPool& p) { return p.store()->allocated(); })

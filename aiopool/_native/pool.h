@@ -211,6 +211,13 @@ class Pool {
     release_render(&id, 1);
     return ok;
   }
+  // `dest`: the address of the renderer's mjModel, compiled from the same model (same sizes).
+  bool export_model(int32_t id, uintptr_t dest) {
+    claim_render(&id, 1);
+    const bool ok = runner_->export_model(id, reinterpret_cast<void*>(dest));
+    release_render(&id, 1);
+    return ok;
+  }
 
   void arm() { ready_.arm(); }
   uint64_t drain() { return ready_.drain(); }

@@ -71,6 +71,8 @@ class Runner {
   virtual std::vector<double> render_state(int) { return {}; }
   // The simulator's state into a Python renderer's own (see env.h); false where there is none.
   virtual bool export_data(int, void*) const { return false; }
+  // The env's own simulator model into the renderer's (same sizes); false where there is none.
+  virtual bool export_model(int, void*) const { return false; }
   Orders orders;
   Output out;
 };
@@ -113,6 +115,14 @@ class EnvRunner final : public Runner {
   bool export_data(int id, void* dest) const override {
     if constexpr (requires(const E& e, void* p) { e.export_data(p); }) {
       states_[static_cast<std::size_t>(id)].env.export_data(dest);
+      return true;
+    }
+    return false;
+  }
+
+  bool export_model(int id, void* dest) const override {
+    if constexpr (requires(const E& e, void* p) { e.export_model(p); }) {
+      states_[static_cast<std::size_t>(id)].env.export_model(dest);
       return true;
     }
     return false;

@@ -93,7 +93,9 @@ FAMILIES: dict[str, dict[str, str]] = {
                   "discount 0 a termination), from the same `RandomState` seeds, through resets, "
                   "in every autoreset mode, with `time_limit`, `n_sub_steps` and task kwargs",
         "test": "tests/test_parity_dmc.py",
-        "frames": "",
+        "frames": "dm_control's own `physics.render` of each env's model and data (EGL where "
+                  "`MUJOCO_GL` is unset), with its `width`, `height` and `camera_id` (a camera's "
+                  "name too)",
     },
 }
 # Envs with no reference implementation.

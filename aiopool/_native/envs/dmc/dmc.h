@@ -433,6 +433,13 @@ class Dmc {
 
   void write(Row& row) const { task_.observe(physics_, row.obs_as<double>()); }
 
+  // The env's model (its task moves targets in it) and data, into dm_control's Physics that
+  // renders them (aiopool/_render.py).
+  void export_model(void* dest) const { mj_copyModel(static_cast<mjModel*>(dest), physics_.model()); }
+  void export_data(void* dest) const {
+    mj_copyData(static_cast<mjData*>(dest), physics_.model(), physics_.data());
+  }
+
   bool failed() const { return failed_; }
   const std::string& error() const { return error_; }  // the last one, kept through resets
 
