@@ -14,7 +14,9 @@ Three ways, as a family declares (``NativeFamily.renders``, families.py):
 - ``"dm_control"``: the Control Suite's own ``physics.render`` draws it: each env's mjModel
   (its task moves targets in it) and mjData are copied (``export_model()``, ``export_data()``)
   into one dm_control ``Physics`` of the same compiled model, which renders them with the
-  camera names and kwargs of ``physics.render`` (``width``, ``height``, ``camera_id``).
+  camera names and kwargs of ``physics.render`` (``width``, ``height``, ``camera_id``); a
+  heightfield (quadruped-escape's terrain, each env's own) is uploaded to GL with each frame,
+  as dm_control uploads it when the task draws a new one.
 
 A frame is only taken of an env with no step in flight (its last received row's state).
 """
@@ -371,7 +373,15 @@ class DmControlRenderer:
     def frame(self, native: Any, env_id: int) -> npt.NDArray[np.uint8]:
         native.export_model(env_id, self._model)
         native.export_data(env_id, self._data)
-        return np.asarray(self._physics.render(**self._kwargs), dtype=np.uint8)
+        physics = self._physics
+        if physics.model.nhfield:  # each env's own terrain (quadruped-escape draws one a reset)
+            import mujoco
+
+            contexts = physics.contexts
+            with contexts.gl.make_current() as ctx:
+                for i in range(physics.model.nhfield):
+                    ctx.call(mujoco.mjr_uploadHField, physics.model.ptr, contexts.mujoco.ptr, i)
+        return np.asarray(physics.render(**self._kwargs), dtype=np.uint8)
 
     def close(self) -> None:
         if self._physics is not None:

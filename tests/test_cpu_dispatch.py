@@ -47,9 +47,9 @@ def test_the_envs_kernels_are_numpys_own(module: object) -> None:
         np.testing.assert_array_equal(ours, getattr(np, name)(x64), err_msg=f"float64 {name}")
         ours32 = np.array(module._np_unary_f32(name, x32), dtype=np.float32)  # type: ignore[attr-defined]
         np.testing.assert_array_equal(ours32, getattr(np, name)(x32), err_msg=f"float32 {name}")
-    # exp, log, log1p, arcsinh (float64): the Control Suite's rewards and sensors
+    # exp, log, log1p, arcsinh, tanh (float64): the Control Suite's rewards and sensors
     for name, x in (("exp", -0.5 * np.abs(x64)), ("log", np.abs(x64) + 1e-300),
-                    ("log1p", np.abs(x64)), ("arcsinh", x64)):
+                    ("log1p", np.abs(x64)), ("arcsinh", x64), ("tanh", x64 / 100)):
         ours = np.array(module._np_unary(name, x))  # type: ignore[attr-defined]
         np.testing.assert_array_equal(ours, getattr(np, name)(x), err_msg=f"float64 {name}")
     y = rng.standard_normal(len(x64)) * np.where(rng.random(len(x64)) < 0.1, 0.0, 1.0)

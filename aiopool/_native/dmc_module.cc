@@ -1,5 +1,6 @@
 // `aiopool._native._dmc`: the DeepMind Control Suite's tasks (dm_control 1.0.50), linked
 // against libmujoco.so.3.17.0 from the mujoco==3.17.0 wheel, dm_control's own MuJoCo.
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/vector.h>
 
 #include "envs/dmc/acrobot.h"
@@ -40,6 +41,15 @@ NB_MODULE(_dmc, m) {
         out.push_back(k == "normal" ? r.standard_normal() : r.random_sample());
     }
     return out;
+  });
+  // For tests/test_parity_dmc.py: scipy.ndimage.zoom(a, factor), as quadruped-escape calls it.
+  m.def("_spline_zoom", [](nb::ndarray<nb::numpy, const double, nb::ndim<2>, nb::c_contig> a, double factor) {
+    const int rows = static_cast<int>(a.shape(0)), cols = static_cast<int>(a.shape(1));
+    const int out_rows = aiopool::dmc::SplineZoom::output_size(rows, factor);
+    const int out_cols = aiopool::dmc::SplineZoom::output_size(cols, factor);
+    std::vector<double> out(static_cast<std::size_t>(out_rows) * out_cols);
+    aiopool::dmc::SplineZoom::zoom(a.data(), rows, cols, factor, out.data());
+    return std::make_pair(std::make_pair(out_rows, out_cols), out);
   });
   aiopool::define_pool_module(m, "aiopool's DeepMind Control Suite envs, stepped by the native engine.");
 }

@@ -358,10 +358,11 @@ nb::dict resolve_numpy_kernels() {
   k.log_f64 = ufunc_loop("log", NPY_DOUBLE);
   k.log1p_f64 = ufunc_loop("log1p", NPY_DOUBLE);
   k.arcsinh_f64 = ufunc_loop("arcsinh", NPY_DOUBLE);
+  k.tanh_f64 = ufunc_loop("tanh", NPY_DOUBLE);
   k.arctan2_f64 = ufunc_loop("arctan2", NPY_DOUBLE);
   nb::dict d;
   d["ddot"] = resolve_ddot(k);
-  d["ufunc_loops"] = nb::make_tuple("sin", "cos", "exp", "log", "log1p", "arcsinh", "arctan2");
+  d["ufunc_loops"] = nb::make_tuple("sin", "cos", "exp", "log", "log1p", "arcsinh", "tanh", "arctan2");
   return d;
 }
 
@@ -385,6 +386,7 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
                : name == "exp"   ? numpy_math::np_exp(x(i))
                : name == "log"   ? numpy_math::np_log(x(i))
                : name == "log1p" ? numpy_math::np_log1p(x(i))
+               : name == "tanh"  ? numpy_math::np_tanh(x(i))
                                  : numpy_math::np_arcsinh(x(i));
     return out;
   });

@@ -46,7 +46,7 @@ struct Loop {
 };
 
 struct Kernels {
-  Loop sin_f64, cos_f64, sin_f32, cos_f32, exp_f64, log_f64, log1p_f64, arcsinh_f64, arctan2_f64;
+  Loop sin_f64, cos_f64, sin_f32, cos_f32, exp_f64, log_f64, log1p_f64, arcsinh_f64, tanh_f64, arctan2_f64;
   Ddot64 ddot64 = nullptr;
   Ddot32 ddot32 = nullptr;
   Dgemv64 dgemv64 = nullptr;
@@ -121,7 +121,8 @@ inline double pow2(double x) {
   return std::pow(x, y);
 }
 
-// np.exp / np.log / np.log1p / np.arcsinh of a numpy float64 (AVX-512 CPUs take numpy's own SIMD kernels).
+// np.exp / np.log / np.log1p / np.arcsinh / np.tanh of a numpy float64 (AVX-512 CPUs take numpy's own
+// SIMD kernels).
 inline double np_exp(double x) {
   const Loop& l = kernels().exp_f64;
   return l.fn ? call_unary(l, x) : std::exp(x);
@@ -137,6 +138,10 @@ inline double np_log1p(double x) {
 inline double np_arcsinh(double x) {
   const Loop& l = kernels().arcsinh_f64;
   return l.fn ? call_unary(l, x) : std::asinh(x);
+}
+inline double np_tanh(double x) {
+  const Loop& l = kernels().tanh_f64;
+  return l.fn ? call_unary(l, x) : std::tanh(x);
 }
 
 // np.arctan2(y, x) of two numpy float64 values (a binary ufunc loop: y, x, out).
@@ -212,6 +217,7 @@ using numpy_math::np_log1p;
 using numpy_math::np_matmul;
 using numpy_math::np_norm;
 using numpy_math::np_sin;
+using numpy_math::np_tanh;
 using numpy_math::np_vecmat;
 using numpy_math::pairwise_sum;
 using numpy_math::pow2;

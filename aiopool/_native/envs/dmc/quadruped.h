@@ -1,21 +1,25 @@
-// dmc/quadruped-{walk, run, fetch}: dm_control's quadruped domain (suite/quadruped.py), bit for
-// bit; dm_control builds the model (walk, run: a floor sized for the task; fetch: walls and a
-// ball). A walk / run reset draws an orientation (randn(4) normalised) and raises the body from
-// inside the floor in 1 cm steps until nothing touches (each try a reset_context); the
-// observation is the hinges' positions and velocities with the actuators' activations, the
-// torso's velocity and uprightness, the IMU and the feet's force/torque sensors (np.arcsinh);
-// the reward is upright times moving faster than 0.5 (walk) or 5 (run). Fetch spawns the body
-// at a random azimuth and place and throws the ball in; it observes the ball's state and the
-// target in the torso's frame (numpy's BLAS products) and rewards reaching the ball, then
-// bringing it to the target.
+// dmc/quadruped-{walk, run, escape, fetch}: dm_control's quadruped domain (suite/quadruped.py),
+// bit for bit; dm_control builds the model (walk, run: a floor sized for the task; escape: a
+// heightfield terrain and rangefinders; fetch: walls and a ball). A walk / run reset draws an orientation
+// (randn(4) normalised) and raises the body from inside the floor in 1 cm steps until nothing touches (each
+// try a reset_context); the observation is the hinges' positions and velocities with the actuators'
+// activations, the torso's velocity and uprightness, the IMU and the feet's force/torque sensors
+// (np.arcsinh); the reward is upright times moving faster than 0.5 (walk) or 5 (run). Escape draws a new
+// terrain at each reset (a bowl times random bumps smoothed by scipy's ndimage.zoom,
+// spline_zoom.h) into the env's own model, observes the origin in the torso's frame and the
+// rangefinders (np.tanh), and rewards being upright (within 20 degrees) and far from the origin. Fetch spawns
+// the body at a random azimuth and place and throws the ball in; it observes the ball's state and the target
+// in the torso's frame (numpy's BLAS products) and rewards reaching the ball, then bringing it to the target.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numbers>
 #include <vector>
 
 #include "dmc.h"
+#include "spline_zoom.h"
 
 namespace aiopool::dmc {
 
@@ -93,10 +97,12 @@ class Quadruped {
     return out;
   }
 
-  // _upright_reward(physics): deviation cos(deg2rad(0)) = 1
-  double upright(const Physics& physics) const {
+  // _upright_reward(physics, deviation_angle): `deviation` is np.cos(np.deg2rad(angle)), 1 for
+  // the default 0 degrees.
+  double upright(const Physics& physics, double deviation = 1.0) const {
     const double inf = std::numeric_limits<double>::infinity();
-    return tolerance(physics.data()->xmat[9 * torso_ + 8], 1.0, inf, 2.0, Sigmoid::kLinear, 0.0);
+    return tolerance(physics.data()->xmat[9 * torso_ + 8], deviation, inf, 1 + deviation, Sigmoid::kLinear,
+                     0.0);
   }
 
   double reward(const Physics& physics) const {
@@ -191,11 +197,89 @@ class QuadrupedFetchTask : public Quadruped<0> {
   double floor_size_ = 0.0, ball_radius_ = 0.0;
 };
 
+// Escape: out of a bowl of random bumps, the terrain drawn at each reset.
+class QuadrupedEscapeTask : public Quadruped<0> {
+ public:
+  static constexpr int kRangefinders = 20;
+  static std::vector<Part> parts(const Config& config) {
+    auto parts = Quadruped<0>::parts(config);
+    parts.push_back({"origin", 3});
+    parts.push_back({"rangefinder", kRangefinders});
+    return parts;
+  }
+
+  QuadrupedEscapeTask(const Physics& physics, const Config& config)
+      : Quadruped<0>(physics, config),
+        workspace_(physics.id(mjOBJ_SITE, "workspace")),
+        deviation_(np_cos(20 * (std::numbers::pi / 180))) {  // np.cos(np.deg2rad(20))
+    const mjModel* m = physics.model();
+    for (int s = 0; s < m->nsensor; ++s)
+      if (m->sensor_type[s] == mjSENS_RANGEFINDER) rangefinders_.push_back(m->sensor_adr[s]);
+    if (m->nhfield < 1 || m->hfield_nrow[0] != m->hfield_ncol[0] || rangefinders_.size() != kRangefinders)
+      throw std::invalid_argument("not the quadruped escape model");
+    // The sinusoidal bowl: np.ogrid[-1:1:res*1j] (i * step + -1), radius clipped to [.04, 1].
+    res_ = m->hfield_nrow[0];
+    const double step = 2 / static_cast<double>(res_ - 1);
+    std::vector<double> grid(res_);
+    for (int i = 0; i < res_; ++i) grid[i] = static_cast<double>(i) * step + -1.0;
+    bowl_.resize(static_cast<std::size_t>(res_) * res_);
+    for (int i = 0; i < res_; ++i)
+      for (int j = 0; j < res_; ++j) {
+        const double radius = std::clamp(std::sqrt(grid[j] * grid[j] + grid[i] * grid[i]), 0.04, 1.0);
+        bowl_[static_cast<std::size_t>(i) * res_ + j] = 0.5 - np_cos(2 * std::numbers::pi * radius) / 2;
+      }
+    terrain_size_ = 2 * m->hfield_size[0];
+    bump_res_ = static_cast<int>(terrain_size_ / 2);  // _TERRAIN_BUMP_SCALE: 2 m
+    if (SplineZoom::output_size(bump_res_, res_ / static_cast<double>(bump_res_)) != res_)
+      throw std::invalid_argument("the escape terrain's bumps do not zoom to its heightfield");
+  }
+
+  void initialize_episode(Physics& physics, RandomState& random) const {
+    std::vector<double> bumps(static_cast<std::size_t>(bump_res_) * bump_res_);
+    for (double& b : bumps) b = random.uniform(0.15, 1.0);  // _TERRAIN_SMOOTHNESS
+    std::vector<double> smooth(bowl_.size());
+    SplineZoom::zoom(bumps.data(), bump_res_, bump_res_, res_ / static_cast<double>(bump_res_),
+                     smooth.data());
+    mjModel* m = physics.model();
+    float* hfield = m->hfield_data + m->hfield_adr[0];
+    for (std::size_t i = 0; i < bowl_.size(); ++i) hfield[i] = static_cast<float>(bowl_[i] * smooth[i]);
+    Quadruped<0>::initialize_episode(physics, random);
+  }
+
+  void observe(const Physics& physics, double* out) const {
+    out = Quadruped<0>::observe(physics, out);
+    const mjData* d = physics.data();
+    np_vecmat(d->xpos + 3 * torso_, d->xmat + 9 * torso_, 3, 3, out);  // -torso_pos.dot(torso_frame)
+    for (int i = 0; i < 3; ++i) out[i] = -out[i];
+    out += 3;
+    for (int adr : rangefinders_) {
+      const double r = d->sensordata[adr];
+      *out++ = r == -1.0 ? 1.0 : np_tanh(r);  // -1: no intersection
+    }
+  }
+
+  double reward(const Physics& physics) const {
+    const double inf = std::numeric_limits<double>::infinity();
+    const double half_size = physics.model()->hfield_size[0];
+    const double distance = np_norm(physics.data()->site_xpos + 3 * workspace_, 3);
+    const double escape = tolerance(distance, half_size, inf, half_size, Sigmoid::kLinear, 0.0);
+    return upright(physics, deviation_) * escape;
+  }
+
+ private:
+  int workspace_, res_ = 0, bump_res_ = 0;
+  double deviation_, terrain_size_ = 0.0;
+  std::vector<int> rangefinders_;
+  std::vector<double> bowl_;
+};
+
 using QuadrupedWalk = Dmc<Quadruped<5>>;
 using QuadrupedRun = Dmc<Quadruped<50>>;
+using QuadrupedEscape = Dmc<QuadrupedEscapeTask>;
 using QuadrupedFetch = Dmc<QuadrupedFetchTask>;
 AIOPOOL_REGISTER_ENV("dmc/quadruped-walk", QuadrupedWalk, 0);
 AIOPOOL_REGISTER_ENV("dmc/quadruped-run", QuadrupedRun, 0);
+AIOPOOL_REGISTER_ENV("dmc/quadruped-escape", QuadrupedEscape, 0);
 AIOPOOL_REGISTER_ENV("dmc/quadruped-fetch", QuadrupedFetch, 0);
 
 }  // namespace aiopool::dmc
