@@ -13,7 +13,8 @@ repeat runs every runner once, in a shuffled order), so slow phases of a noisy m
 runners alike; the table reports medians over repeats, and a ratio is the median of the
 per-repeat ratios (the two runners measured in the same repeat, a few seconds apart). Actions
 are precomputed random arrays, so the policy costs ~nothing. The limit is ``env_limit.cc``
-(``mujoco_limit.cc`` for MuJoCo ids), compiled here with the extension's flags.
+(``mujoco_limit.cc`` for MuJoCo ids, ``dmc_limit.cc`` for the Control Suite), compiled here
+with the extension's flags.
 
 Usage:
     python benchmarks/throughput.py                     # ~6 min on 2 cores
@@ -65,6 +66,7 @@ from aiopool._native.families import MUJOCO_VERSION
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT_SOURCE = ROOT / "benchmarks" / "env_limit.cc"
 MUJOCO_LIMIT_SOURCE = ROOT / "benchmarks" / "mujoco_limit.cc"
+DMC_LIMIT_SOURCE = ROOT / "benchmarks" / "dmc_limit.cc"
 ENV_HEADERS = ROOT / "aiopool" / "_native" / "envs"
 DEFAULT_CONFIGS = "32/16/1,32/16/2,256/128/1,256/128/2,64/64/2"
 QUICK_CONFIGS = "32/16/1,64/64/2"
@@ -80,9 +82,10 @@ MUJOCO_TARGETS = (((16, 8), "EnvPool async"), ((16, 8), "limit"))
 BOX2D_CONFIGS = "32/16/1,32/16/2,64/32/2"
 BOX2D_TARGETS = (((32, 16), "EnvPool async"), ((32, 16), "gymnasium AsyncVectorEnv"))
 # The Control Suite (issue 27): stream ÷ EnvPool async (its CheetahRun-v1, ...) at 32/16 on 1
-# and 2 threads; dm_control's own Python loop is the other peer. No limit program.
+# and 2 threads; dm_control's own Python loop is the other peer; the limit is dmc_limit.cc,
+# raw MuJoCo stepping the task's compiled model with its substeps (target: 90 % of it × N).
 DMC_CONFIGS = "32/16/1,32/16/2"
-DMC_TARGETS = (((32, 16), "EnvPool async"), ((32, 16), "dm_control loop"))
+DMC_TARGETS = (((32, 16), "EnvPool async"), ((32, 16), "dm_control loop"), ((32, 16), "limit"))
 ACTION_ROUNDS = 64  # distinct precomputed action arrays, cycled
 ADAPTER_ROW = "aiopool gymnasium adapter (step, B=M)"
 
@@ -452,7 +455,7 @@ def build_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
     if registry.family_of(env_id) is families.MUJOCO:
         return build_mujoco_limit(env_id, out_dir)
     if registry.family_of(env_id) is families.DMC:
-        return None, "the Control Suite has no limit program yet"
+        return build_dmc_limit(env_id, out_dir)
 
     if not LIMIT_SOURCE.exists():
         return None, f"{LIMIT_SOURCE} is missing"
@@ -487,6 +490,30 @@ def build_mujoco_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
     return compile_limit(env_id, out_dir, MUJOCO_LIMIT_SOURCE, [
         f"-I{dirs['mujoco'] / 'include'}", f'-DLIMIT_MUJOCO_ASSETS="{assets}"', str(lib),
         f"-Wl,-rpath,{dirs['mujoco']}"], f"against {lib.name}, assets {assets}")
+
+
+def build_dmc_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
+    """``dmc_limit.cc`` against the libmujoco aiopool links, on the task's model as dm_control
+    compiles it (the MJB file the C++ envs load), with its substeps and step limit."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("mujoco")
+    if spec is None or not spec.submodule_search_locations:
+        return None, "mujoco is not installed"
+    mujoco_dir = Path(spec.submodule_search_locations[0])
+    lib = mujoco_dir / f"libmujoco.so.{MUJOCO_VERSION}"
+    if not lib.exists():
+        return None, f"{lib} is missing"
+    config, _ = registry._config(registry._module_for(env_id), env_id, {})
+    assert families.DMC.prepare is not None
+    task = families.DMC.prepare(env_id, config)
+    limit, why = compile_limit(env_id, out_dir, DMC_LIMIT_SOURCE, [
+        f"-I{mujoco_dir / 'include'}", str(lib), f"-Wl,-rpath,{mujoco_dir}"],
+        f"against {lib.name}")
+    if limit is None:
+        return None, why
+    overrides = (task["model_file"], str(task["control_steps"]), str(task["step_limit"]))
+    return Limit(limit.binary, env_id, overrides), why
 
 
 def compile_limit(env_id: str, out_dir: Path, source: Path, flags: list[str],
