@@ -85,13 +85,14 @@ def test_float32_sin_is_numpys_loop_not_libm() -> None:
     np.testing.assert_array_equal(ours, np.sin(x))
 
 
-# (environment, what OpenBLAS must report, if anything); ~20 s each, so the default run takes
-# the AVX-512 kernels and numpy's baseline loops, the slow run every core type.
+# (environment, what OpenBLAS must report, if anything); 1.5-2 min each (the parity suites of
+# every family with numpy code), so all run with the slow suites; the default run keeps the
+# kernel test above, which compares each kernel with numpy's on this CPU.
 _SLOW = pytest.mark.slow
 MATRIX = [
-    pytest.param({"OPENBLAS_CORETYPE": "SkylakeX"}, b"SkylakeX", id="SkylakeX"),
+    pytest.param({"OPENBLAS_CORETYPE": "SkylakeX"}, b"SkylakeX", id="SkylakeX", marks=_SLOW),
     pytest.param({"NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"}, None,
-                 id="numpy-baseline"),
+                 id="numpy-baseline", marks=_SLOW),
     pytest.param({"OPENBLAS_CORETYPE": "Prescott"}, None, id="Prescott", marks=_SLOW),
     pytest.param({"OPENBLAS_CORETYPE": "Haswell"}, b"Haswell", id="Haswell", marks=_SLOW),
     pytest.param({"OPENBLAS_CORETYPE": "Zen"}, None, id="Zen", marks=_SLOW),
