@@ -228,8 +228,8 @@ class QuadrupedEscapeTask : public Quadruped<0> {
         const double radius = std::clamp(std::sqrt(grid[j] * grid[j] + grid[i] * grid[i]), 0.04, 1.0);
         bowl_[static_cast<std::size_t>(i) * res_ + j] = 0.5 - np_cos(2 * std::numbers::pi * radius) / 2;
       }
-    terrain_size_ = 2 * m->hfield_size[0];
-    bump_res_ = static_cast<int>(terrain_size_ / 2);  // _TERRAIN_BUMP_SCALE: 2 m
+    const double terrain_size = 2 * m->hfield_size[0];
+    bump_res_ = static_cast<int>(terrain_size / 2);  // _TERRAIN_BUMP_SCALE: 2 m
     if (SplineZoom::output_size(bump_res_, res_ / static_cast<double>(bump_res_)) != res_)
       throw std::invalid_argument("the escape terrain's bumps do not zoom to its heightfield");
   }
@@ -268,7 +268,7 @@ class QuadrupedEscapeTask : public Quadruped<0> {
 
  private:
   int workspace_, res_ = 0, bump_res_ = 0;
-  double deviation_, terrain_size_ = 0.0;
+  double deviation_;
   std::vector<int> rangefinders_;
   std::vector<double> bowl_;
 };
