@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -73,7 +74,90 @@ async def test_calls_made_during_a_forward_go_together_in_the_next() -> None:
     gate.set()
     await asyncio.gather(first, *later)
     assert backend.forwards == [2, 4]
+    # The second forward waited (briefly) for the first's caller, who did not call again.
+    assert batcher.stats.delayed == 1
     await batcher.aclose()
+
+
+class Sleeper:
+    """A sync backend whose forward takes ``seconds`` whatever its rows (a model's overhead)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.forwards: list[int] = []
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        self.forwards.append(len(obs))
+        time.sleep(self.seconds)
+        return obs.sum(axis=1).astype(np.int64)
+
+
+async def _caller(batcher: DynamicBatcher, first: int, calls: int) -> None:
+    for k in range(calls):
+        out = await batcher(_obs(first + k, 1))
+        assert out[0] == 2 * (first + k) + 1
+        for _ in range(3):  # the env steps: a few loop turns before the next call
+            await asyncio.sleep(0)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("max_delay_us", [None, 0.0])
+async def test_callers_that_fell_out_of_phase_merge_again_unless_max_delay_is_0(
+        max_delay_us: float | None) -> None:
+    # Two callers that each call again right after their result: started out of phase, so
+    # the second waits behind the first's forward and the two alternate through one-row
+    # forwards. A forward that had a caller queued behind it waits for its own caller, so the
+    # second forward holds both rows, and so does every one after it.
+    backend = Sleeper(0.01)
+    batcher = DynamicBatcher(backend, max_delay_us=max_delay_us)
+    a = asyncio.ensure_future(_caller(batcher, 0, 12))
+    await asyncio.sleep(0.003)  # a's first forward is running
+    b = asyncio.ensure_future(_caller(batcher, 100, 12))
+    await asyncio.gather(a, b)
+    if max_delay_us is None:
+        assert backend.forwards == [1] + [2] * 11 + [1], backend.forwards
+        assert batcher.stats.delayed >= 1
+    else:
+        assert backend.forwards == [1] * 24
+        assert batcher.stats.delayed == 0
+    await batcher.aclose()
+
+
+@pytest.mark.asyncio
+async def test_forwards_stop_waiting_for_callers_slower_than_the_wait() -> None:
+    # Forwards of 20 ms, callers whose envs take 14 ms: each forward has the other caller
+    # queued behind it, and waits (half a forward, 10 ms) for its own caller, who comes 4 ms
+    # too late. After _DELAY_GIVE_UP such waits in a row, forwards stop waiting.
+    from aiopool.inference.batching import _DELAY_GIVE_UP
+
+    async def slow_caller(first: int) -> None:
+        for k in range(10):
+            await batcher(_obs(first + k, 1))
+            await asyncio.sleep(0.014)
+
+    backend = Sleeper(0.02)
+    batcher = DynamicBatcher(backend)
+    a = asyncio.ensure_future(slow_caller(0))
+    await asyncio.sleep(0.003)
+    await asyncio.gather(a, slow_caller(100))
+    assert backend.forwards == [1] * 20
+    assert batcher.stats.delayed == _DELAY_GIVE_UP
+    await batcher.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_lone_caller_never_waits() -> None:
+    # Nothing queues behind a lone caller's forward: no forward waits for rows.
+    backend = Sleeper(0.002)
+    batcher = DynamicBatcher(backend)
+    await _caller(batcher, 0, 10)
+    assert backend.forwards == [1] * 10 and batcher.stats.delayed == 0
+    await batcher.aclose()
+
+
+def test_max_delay_us_must_be_non_negative() -> None:
+    with pytest.raises(ValueError, match="max_delay_us"):
+        DynamicBatcher(Recorder(), max_delay_us=-1)
 
 
 @pytest.mark.asyncio

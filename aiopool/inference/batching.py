@@ -15,6 +15,16 @@ results) has called. No timers: asyncio rounds sub-millisecond waits up to 1 ms.
 runs, new calls queue and go together in the next one ("natural batching"). Forwards of a sync
 backend run in an executor thread, so the loop stays free to step envs.
 
+When the forward is the bottleneck (calls queued behind the one that just finished), the next
+forward waits briefly for the callers just served to call again, up to half a forward's duration:
+without that wait, two groups of callers that fell out of phase (a pool's two batches reaching
+eight consumers in different loop turns) alternate through half-full forwards for good; with it,
+they merge again into one forward. The wait polls the loop with ``call_soon`` (no timer) and
+ends as soon as the rows are there. It adapts as the pool's receive spin does: after
+``_DELAY_GIVE_UP`` waits in a row ran out before the rows came (the callers' envs step slower
+than a forward), forwards stop waiting but for a probe every ``_DELAY_PROBE_EVERY``-th time; a
+wait that gets its rows turns waiting back on.
+
 Example:
     >>> policy = DynamicBatcher(torch_policy(model))
     >>> async def actor(pool):
@@ -28,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -37,6 +48,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import PolicyClosed
+
+_MAX_DELAY_NS = 1_000_000  # the adaptive wait for the previous forward's callers, at most
+_DELAY_GIVE_UP = 8
+_DELAY_PROBE_EVERY = 64
 
 Array = npt.NDArray[Any]
 SyncBackend = Callable[[Array], Any]
@@ -54,11 +69,13 @@ class Policy(Protocol):
 
 @dataclass(frozen=True)
 class BatcherStats:
-    """Requests served, forwards run, rows forwarded, and rows per forward on average."""
+    """Requests served, forwards run, rows forwarded, and rows per forward on average;
+    ``delayed``: forwards that waited for the callers of the previous one (``max_delay_us``)."""
 
     requests: int
     forwards: int
     rows: int
+    delayed: int = 0
 
     @property
     def rows_per_forward(self) -> float:
@@ -80,16 +97,22 @@ class DynamicBatcher:
         max_batch_rows: rows per forward at most; more waiting rows go in the next forward (a
             single call with more rows is forwarded alone).
         max_inflight: forwards running at once.
+        max_delay_us: how long a forward may wait for the rows of the callers the previous
+            forward served, when calls queued behind that forward (default ``None``: half the
+            average forward's duration, at most 1 ms; ``0``: never wait).
         executor: the executor for a sync backend (default: one of ``max_inflight`` threads,
             shut down by ``aclose``).
     """
 
     def __init__(self, backend: SyncBackend | AsyncBackend | Policy, *,
                  max_batch_rows: int = 1024, max_inflight: int = 1,
-                 executor: concurrent.futures.Executor | None = None) -> None:
+                 executor: concurrent.futures.Executor | None = None,
+                 max_delay_us: float | None = None) -> None:
         if max_batch_rows < 1 or max_inflight < 1:
             raise ValueError(f"max_batch_rows ({max_batch_rows}) and max_inflight "
                              f"({max_inflight}) must be >= 1")
+        if max_delay_us is not None and not max_delay_us >= 0:
+            raise ValueError(f"max_delay_us ({max_delay_us}) must be >= 0 or None")
         self._backend = backend
         self._is_async = _is_async(backend)
         self.max_batch_rows = max_batch_rows
@@ -100,11 +123,16 @@ class DynamicBatcher:
         self._inflight = 0
         self._tick: asyncio.Handle | None = None
         self._closed = False
-        self._requests = self._forwards = self._rows = 0
+        self._requests = self._forwards = self._rows = self._delayed = 0
+        self._max_delay_ns = None if max_delay_us is None else int(max_delay_us * 1000)
+        self._forward_ns = 0.0  # moving average of a forward's duration, flush to done
+        self._expect_rows = 0  # rows the next forward waits for (0: it does not wait) ...
+        self._expect_until = 0  # ... until this perf_counter_ns
+        self._delay_misses = 0  # consecutive waits that ran out (or were skipped)
 
     @property
     def stats(self) -> BatcherStats:
-        return BatcherStats(self._requests, self._forwards, self._rows)
+        return BatcherStats(self._requests, self._forwards, self._rows, self._delayed)
 
     async def __call__(self, obs: npt.ArrayLike, /) -> Array:
         """The actions for ``obs`` (``[B, *obs_shape]``), computed in a shared forward.
@@ -170,8 +198,16 @@ class DynamicBatcher:
 
     def _on_tick(self, loop: asyncio.AbstractEventLoop) -> None:
         self._tick = None
-        if self._inflight < self.max_inflight:
-            self._flush(loop)
+        if self._inflight >= self.max_inflight:
+            return
+        if self._expect_rows:
+            if sum(len(c.obs) for c in self._pending) >= self._expect_rows:
+                self._delay_misses = 0  # the callers came in time: waiting pays
+            elif time.perf_counter_ns() < self._expect_until:
+                self._tick = loop.call_soon(self._on_tick, loop)  # poll: no timer is that fine
+                return
+            self._expect_rows = 0
+        self._flush(loop)
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         calls: list[_Call] = []
@@ -192,21 +228,26 @@ class DynamicBatcher:
         self._inflight += 1
         self._forwards += 1
         self._rows += rows
+        started = time.perf_counter_ns()
         if self._is_async:
             task = loop.create_task(self._backend(obs))  # type: ignore[arg-type]
-            task.add_done_callback(lambda f: self._done(loop, f, calls, rows))
+            task.add_done_callback(lambda f: self._done(loop, f, calls, rows, started))
         else:
             if self._executor is None:
                 self._executor = concurrent.futures.ThreadPoolExecutor(
                     self.max_inflight, thread_name_prefix="aiopool-forward")
             fut = loop.run_in_executor(self._executor, self._backend, obs)
-            fut.add_done_callback(lambda f: self._done(loop, f, calls, rows))
+            fut.add_done_callback(lambda f: self._done(loop, f, calls, rows, started))
         if self._pending:  # more than one forward's worth waiting, or room for another
             self._schedule(loop)
 
     def _done(self, loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Any],
-              calls: list[_Call], rows: int) -> None:
+              calls: list[_Call], rows: int, started: int) -> None:
         self._inflight -= 1
+        now = time.perf_counter_ns()
+        took = now - started
+        self._forward_ns = took if not self._forward_ns else 0.8 * self._forward_ns + 0.2 * took
+        self._expect_callers(rows, now)
         error: BaseException | None = None
         out: Array | None = None
         if fut.cancelled():
@@ -230,6 +271,24 @@ class DynamicBatcher:
             start += n
         if not self._closed:
             self._schedule(loop)
+
+
+    def _expect_callers(self, served: int, now: int) -> None:
+        """After a forward of ``served`` rows: if calls queued behind it (the forward is the
+        bottleneck), let the next forward wait for those callers' rows too, briefly."""
+        waiting = sum(len(c.obs) for c in self._pending if not c.future.done())
+        delay = (min(self._forward_ns / 2, _MAX_DELAY_NS) if self._max_delay_ns is None
+                 else self._max_delay_ns)
+        self._expect_rows = 0
+        if not waiting or delay <= 0 or self._closed or waiting >= self.max_batch_rows:
+            return
+        self._delay_misses += 1
+        if (self._delay_misses > _DELAY_GIVE_UP
+                and self._delay_misses % _DELAY_PROBE_EVERY != 0):
+            return
+        self._expect_rows = min(waiting + served, self.max_batch_rows)
+        self._expect_until = now + int(delay)
+        self._delayed += 1
 
 
 def _is_async(backend: object) -> bool:
