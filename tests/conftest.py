@@ -1,6 +1,7 @@
 """Every async test runs on the default asyncio loop and on uvloop (those marked
 ``asyncio_loop_only``, whose subject does not depend on the loop, on the first only), and fails
 if the loop's exception handler fired (an exception in a callback, a never-retrieved future, ...).
+Parity tests (``test_parity_*.py``) run on uvloop with the slow suites only.
 
 A test whose optional package is missing skips with the command that installs it (every such
 package is in the ``test`` extra: ``pip install -e ".[test]"``). Under ``CI=true`` that skip is a
@@ -47,6 +48,17 @@ def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, LoopFacto
         return {"asyncio": _recording(asyncio.new_event_loop)}
     return {"asyncio": _recording(asyncio.new_event_loop),
             "uvloop": _recording(uvloop.new_event_loop)}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A parity test's uvloop case runs with the slow suites: parity tests compare an env's
+    arithmetic with its reference's, which no loop changes; the pool's behaviour on each loop is
+    what the contract tests check, on both loops in the default run."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if (callspec is not None and item.path.name.startswith("test_parity_")
+                and "uvloop" in callspec.id.split("-")):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)

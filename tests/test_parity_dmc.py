@@ -141,14 +141,28 @@ def _pump(obs: dict[str, npt.NDArray[np.float64]], rng: np.random.Generator,
     return np.where(rng.random(push.shape) < 0.3, noise, push)
 
 
+def _one_task_per_domain() -> list[str]:
+    tasks: dict[str, str] = {}
+    for env_id in DMC_IDS:
+        tasks.setdefault(env_id.removeprefix("dmc/").split("-")[0], env_id)
+    return list(tasks.values())
+
+
 def _cases_in_modes() -> Iterator[Any]:
     """Every case in every autoreset mode. The other modes run the same arithmetic as next_step
-    and the pool's own autoreset code, so they run on the asyncio loop only; the dog's only with
-    the slow suites (3 s a case)."""
+    and the pool's own autoreset code, so they run on the asyncio loop only, and in the default
+    run for one task of each domain that steps fast (none of the dog's: 3 s a case); every task
+    runs them with the slow suites."""
+    quick: dict[str, str] = {}  # a task of each domain but the dog's that steps fast
+    for env_id in DMC_IDS:
+        if not env_id.startswith(SLOW_STEPPING):
+            quick.setdefault(env_id.removeprefix("dmc/").split("-")[0], env_id)
+    default = [case for case in CASES[:len(DMC_IDS)]  # the time-limited case of each task
+               if case[0] in quick.values()]
     for mode in MODES:
         for case in CASES:
             marks = [] if mode == "next_step" else [pytest.mark.asyncio_loop_only]
-            if case[0].startswith("dmc/dog-") and mode != "next_step":
+            if mode != "next_step" and case not in default:
                 marks.append(pytest.mark.slow)
             yield pytest.param(*case, mode, id=f"{_case_id(case)}-{mode}", marks=marks)
 
@@ -225,13 +239,6 @@ def _assert_frames(pool: aiopool.Pool, ref: Reference, frames: dict[str, Any],
         assert got[i].shape == want.shape, f"{where}, env {i}: frame {got[i].shape}"
         differ = int(np.any(got[i] != want, axis=-1).sum())
         assert differ == 0, f"{where}, env {i}: {differ} pixels differ from physics.render's"
-
-
-def _one_task_per_domain() -> list[str]:
-    tasks: dict[str, str] = {}
-    for env_id in DMC_IDS:
-        tasks.setdefault(env_id.removeprefix("dmc/").split("-")[0], env_id)
-    return list(tasks.values())
 
 
 # Frames through episode ends (a 0.2 s limit): targets the tasks move in their models (reacher,
