@@ -272,7 +272,6 @@ class DynamicBatcher:
         if not self._closed:
             self._schedule(loop)
 
-
     def _expect_callers(self, served: int, now: int) -> None:
         """After a forward of ``served`` rows: if calls queued behind it (the forward is the
         bottleneck), let the next forward wait for those callers' rows too, briefly."""
