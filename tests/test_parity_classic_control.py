@@ -248,10 +248,12 @@ def _cases_in_modes() -> Iterator[Any]:
     """Every case in every autoreset mode; the other modes, which run the same arithmetic as
     next_step and the pool's own autoreset code, for the first case of each env in the default
     run and for every case with the slow suites."""
-    firsts = {case[0]: i for i, case in reversed(list(enumerate(CASES)))}
-    for i, case in enumerate(CASES):
+    seen: set[str] = set()
+    for case in CASES:
+        first = case[0] not in seen
+        seen.add(case[0])
         for mode in MODES:
-            slow = mode != "next_step" and firsts[case[0]] != i
+            slow = mode != "next_step" and not first
             yield pytest.param(*case, mode, id=f"{_case_id(case)}-{mode}",
                                marks=[pytest.mark.slow] if slow else [])
 

@@ -141,10 +141,12 @@ def _pump(obs: dict[str, npt.NDArray[np.float64]], rng: np.random.Generator,
     return np.where(rng.random(push.shape) < 0.3, noise, push)
 
 
-def _one_task_per_domain() -> list[str]:
+def _one_task_per_domain(excluding: tuple[str, ...] = ()) -> list[str]:
+    """The first task of each domain, of those whose id does not start with ``excluding``."""
     tasks: dict[str, str] = {}
     for env_id in DMC_IDS:
-        tasks.setdefault(env_id.removeprefix("dmc/").split("-")[0], env_id)
+        if not env_id.startswith(excluding):
+            tasks.setdefault(env_id.removeprefix("dmc/").split("-")[0], env_id)
     return list(tasks.values())
 
 
@@ -153,12 +155,9 @@ def _cases_in_modes() -> Iterator[Any]:
     and the pool's own autoreset code, so they run on the asyncio loop only, and in the default
     run for one task of each domain that steps fast (none of the dog's: 3 s a case); every task
     runs them with the slow suites."""
-    quick: dict[str, str] = {}  # a task of each domain but the dog's that steps fast
-    for env_id in DMC_IDS:
-        if not env_id.startswith(SLOW_STEPPING):
-            quick.setdefault(env_id.removeprefix("dmc/").split("-")[0], env_id)
+    quick = _one_task_per_domain(excluding=SLOW_STEPPING)
     default = [case for case in CASES[:len(DMC_IDS)]  # the time-limited case of each task
-               if case[0] in quick.values()]
+               if case[0] in quick]
     for mode in MODES:
         for case in CASES:
             marks = [] if mode == "next_step" else [pytest.mark.asyncio_loop_only]
