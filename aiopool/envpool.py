@@ -567,8 +567,8 @@ def _gym_kwargs(task: _Task, config: dict[str, Any]) -> tuple[dict[str, Any], in
                                  "maps; aiopool.make takes any map as gymnasium's desc)")
             kwargs["map_name"] = f"{value}x{value}"
             continue
-        if target in native:
-            kwargs[target] = value
+        if target in native and name != "frame_stack":  # EnvPool's stacks state observations,
+            kwargs[target] = value                         # aiopool's MuJoCo pixel ones
             continue
         bound = re.fullmatch(r"(\w+)_(min|max)", target)
         if bound and f"{bound[1]}_range" in native:

@@ -128,6 +128,8 @@ class Pool:
         """The frame rate gymnasium's env declares for its videos (``metadata["render_fps"]``)."""
         if self._renderer is not None:
             return self._renderer.fps
+        if self.spec.render_fps:
+            return self.spec.render_fps
         from ._render import atari_fps
 
         return atari_fps() if self.spec.family == "atari" else 30.0

@@ -16,7 +16,14 @@ import numpy as np
 
 from ._native import _core  # the engine and the envs that need no simulator (core_module.cc)
 from ._native.families import CLASSIC_CONTROL, FAMILIES, NativeFamily
-from ._render import DmControlRenderer, Renderer, check_render_mode, draws, python_renderer
+from ._render import (
+    DmControlRenderer,
+    Renderer,
+    check_render_mode,
+    draws,
+    headless_defaults,
+    python_renderer,
+)
 from .pool import Pool
 from .spec import EnvSpec
 
@@ -237,6 +244,8 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
     if worker_spin_us is None:
         worker_spin_us = 50.0
     config, kinds = _config(module, env_id, env_kwargs)
+    if family.render_settings is not None:
+        config.update(family.render_settings(env_id, render_kwargs))
     numbers = {k: float(v) for k, v in config.items() if kinds[k] in ("bool", "int", "float")}
     # None (an optional_str or lines kwarg) is a key left out; rows of lines travel joined.
     strings = {k: "\n".join(v) if kinds[k] == "lines" else v for k, v in config.items()
@@ -252,6 +261,8 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
                                finite_actions=family.finite_actions,
                                renders=renders is not None, render_mode=render_mode)
     renderer: Renderer | None = None
+    if render_mode is not None:
+        headless_defaults()  # gymnasium's MuJoCo envs beside the pool then render as it does
     if render_mode is not None and renders == "python":
         renderer = python_renderer(env_id, {
             **{k: list(v) if kinds[k] == "lines" and v is not None else v

@@ -38,6 +38,8 @@ class EnvSpec:
         render_mode: ``"rgb_array"`` where the pool renders (``pool.render``), else None.
         render_shape: ``(height, width, 3)`` of its frames where the env draws them in C++;
             () where they come from gymnasium's drawing code (their size is the reference's).
+        render_fps: the frame rate of the reference's videos where the C++ env declares it
+            (gymnasium's ``metadata["render_fps"]``); 0.0 otherwise.
         obs_parts: for a native env whose observation is a ``Tuple`` or ``Dict``, the key
             (position for a Tuple) and shape of each part, in the order its row holds them
             one after another (a Dict space lists its keys sorted); () otherwise.
@@ -54,6 +56,7 @@ class EnvSpec:
     renders: bool = False
     render_mode: str | None = None
     render_shape: tuple[int, ...] = ()
+    render_fps: float = 0.0
     obs_parts: tuple[tuple[str | int, tuple[int, ...]], ...] = ()
 
     @classmethod
@@ -80,6 +83,7 @@ class EnvSpec:
             renders=renders,
             render_mode=render_mode,
             render_shape=tuple(int(d) for d in native.get("render_shape", ())),
+            render_fps=float(native.get("render_fps", 0.0)),
             obs_parts=tuple((key, tuple(space.shape or ())) for key, (_, space)
                             in zip(keys, parts, strict=True)),
         )

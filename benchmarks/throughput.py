@@ -24,6 +24,9 @@ Usage:
     python benchmarks/throughput.py --env LunarLander-v3   # Box2D (also BipedalWalker-v3)
     python benchmarks/throughput.py --env dmc/cheetah-run  # the Control Suite (EnvPool's
                                                            # CheetahRun-v1, dm_control's loop)
+    python benchmarks/throughput.py --env HalfCheetah-v5 --pixels 84x84 --repeats 3
+        # pixel observations (obs_type="pixels"), drawn in the worker threads, against
+        # gymnasium's vector envs over render_mode="rgb_array" + AddRenderObservation
     python benchmarks/throughput.py --env Pong-v5 --repeats 3   # issue 25.3: stream ÷ the
         # best of EnvPool async and ale-py async per repeat, 16/8 and 32/16, 1 and 2 threads
 
@@ -86,6 +89,15 @@ BOX2D_TARGETS = (((32, 16), "EnvPool async"), ((32, 16), "gymnasium AsyncVectorE
 # raw MuJoCo stepping the task's compiled model with its substeps (target: 90 % of it × N).
 DMC_CONFIGS = "32/16/1,32/16/2"
 DMC_TARGETS = (((32, 16), "EnvPool async"), ((32, 16), "dm_control loop"), ((32, 16), "limit"))
+# Pixel observations (--pixels, MuJoCo): frames take ~1 ms each to draw in software GL, so a
+# few envs per thread; the targets (issue 26) are stream at 2 threads ÷ 1 thread and ÷
+# gymnasium's AsyncVectorEnv (one process per env) at 8/4.
+PIXELS_CONFIGS = "8/4/1,8/4/2,16/8/2"
+PIXELS_TARGETS = (((8, 4), "gymnasium AsyncVectorEnv"),)
+# --pixels WxH: the kwargs aiopool's runners and gymnasium's take for pixel observations (empty:
+# state observations). gymnasium's envs also get AddRenderObservation.
+OBS_KWARGS: dict[str, Any] = {}
+GYM_KWARGS: dict[str, Any] = {}
 ACTION_ROUNDS = 64  # distinct precomputed action arrays, cycled
 ADAPTER_ROW = "aiopool gymnasium adapter (step, B=M)"
 
@@ -107,10 +119,13 @@ CLASSIC = Family(DEFAULT_CONFIGS, TARGETS, 32, limit_per_thread=False, unit="M")
 MUJOCO = Family(MUJOCO_CONFIGS, MUJOCO_TARGETS, 8, limit_per_thread=True, unit="k")
 BOX2D = Family(BOX2D_CONFIGS, BOX2D_TARGETS, 32, limit_per_thread=True, unit="k")
 DMC = Family(DMC_CONFIGS, DMC_TARGETS, 32, limit_per_thread=True, unit="k")
+PIXELS = Family(PIXELS_CONFIGS, PIXELS_TARGETS, 8, limit_per_thread=True, unit="k")
 UNITS = {"M": 1e6, "k": 1e3}
 
 
 def family(env_id: str) -> Family:
+    if OBS_KWARGS:
+        return PIXELS
     if atari_rom(env_id) is not None:
         return ATARI
     found = registry.family_of(env_id)
@@ -242,7 +257,7 @@ def run_aiopool_stream(env_id: str, shape: Shape, budget: Budget, *,
                        loop_factory: Callable[[], asyncio.AbstractEventLoop] | None) -> Timing:
     async def main() -> Timing:
         async with aiopool.make(env_id, shape.num_envs, shape.batch_size, shape.num_threads,
-                                seed=0) as pool:
+                                seed=0, **OBS_KWARGS) as pool:
             actions = action_cycle(pool.single_action_space, pool.batch_size)
             b = pool.batch_size
             # The warm-up starts once every env has reset, as the peers' (EnvPool's make,
@@ -268,7 +283,7 @@ def run_aiopool_stream(env_id: str, shape: Shape, budget: Budget, *,
 def run_aiopool_recv_send(env_id: str, shape: Shape, budget: Budget) -> Timing:
     async def main() -> Timing:
         async with aiopool.make(env_id, shape.num_envs, shape.batch_size, shape.num_threads,
-                                seed=0) as pool:
+                                seed=0, **OBS_KWARGS) as pool:
             actions = action_cycle(pool.single_action_space, pool.batch_size)
             b = pool.batch_size
             pool.async_reset()
@@ -287,7 +302,7 @@ def run_aiopool_recv_send(env_id: str, shape: Shape, budget: Budget) -> Timing:
 def run_aiopool_step(env_id: str, shape: Shape, budget: Budget) -> Timing:
     async def main() -> Timing:
         m = shape.num_envs
-        async with aiopool.make(env_id, m, m, shape.num_threads, seed=0) as pool:
+        async with aiopool.make(env_id, m, m, shape.num_threads, seed=0, **OBS_KWARGS) as pool:
             actions = action_cycle(pool.single_action_space, m)
             pool.async_reset()
             await pool.recv()  # the reset batch: step() needs every env idle
@@ -302,7 +317,7 @@ def run_aiopool_step(env_id: str, shape: Shape, budget: Budget) -> Timing:
 
 def run_aiopool_recv_blocking(env_id: str, shape: Shape, budget: Budget) -> Timing:
     with aiopool.make(env_id, shape.num_envs, shape.batch_size, shape.num_threads,
-                      seed=0) as pool:
+                      seed=0, **OBS_KWARGS) as pool:
         actions = action_cycle(pool.single_action_space, pool.batch_size)
         b = pool.batch_size
         pool.async_reset()
@@ -317,7 +332,7 @@ def run_aiopool_recv_blocking(env_id: str, shape: Shape, budget: Budget) -> Timi
 def run_aiopool_gymnasium(env_id: str, shape: Shape, budget: Budget) -> Timing:
     """aiopool behind the gymnasium VectorEnv adapter: sync ``step`` as legacy code calls it."""
     env = aiopool.make_gymnasium(env_id, num_envs=shape.num_envs,
-                                 num_threads=shape.num_threads, seed=0)
+                                 num_threads=shape.num_threads, seed=0, **OBS_KWARGS)
     return run_vector_env(env, shape.num_envs, budget)
 
 
@@ -353,7 +368,9 @@ def run_envpool_async(env_id: str, shape: Shape, budget: Budget) -> Timing:
 def run_gymnasium_vector(env_id: str, shape: Shape, budget: Budget, *, mode: str) -> Timing:
     import gymnasium as gym
 
-    env = gym.make_vec(env_id, num_envs=shape.num_envs, vectorization_mode=mode)
+    wrappers = [gym.wrappers.AddRenderObservation] if GYM_KWARGS else None
+    env = gym.make_vec(env_id, num_envs=shape.num_envs, vectorization_mode=mode,
+                       wrappers=wrappers, **GYM_KWARGS)
     return run_vector_env(env, shape.num_envs, budget)
 
 
@@ -394,7 +411,9 @@ def run_python_loop(env_id: str, shape: Shape, budget: Budget) -> Timing:
     import gymnasium as gym
 
     m = shape.num_envs
-    envs = [gym.make(env_id) for _ in range(m)]
+    envs = [gym.make(env_id, **GYM_KWARGS) for _ in range(m)]
+    if GYM_KWARGS:
+        envs = [gym.wrappers.AddRenderObservation(env) for env in envs]
     try:
         space = envs[0].observation_space
         obs = np.empty((m, *(space.shape or ())), dtype=space.dtype)
@@ -733,7 +752,9 @@ def peer_runners(env_id: str, max_gym_envs: int, skipped: list[str]) -> list[Run
     try:
         import envpool
 
-        if envpool_id(env_id) in envpool.list_all_envs():
+        if OBS_KWARGS:
+            skipped.append("EnvPool: no pixel observations of gymnasium's MuJoCo envs")
+        elif envpool_id(env_id) in envpool.list_all_envs():
             runners += [Runner("EnvPool sync (B=M)", run_envpool_sync, whole_batch, "peer"),
                         Runner("EnvPool async", run_envpool_async, same, "peer")]
         else:
@@ -1159,6 +1180,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--busy-neighbour", action="store_true",
                    help="run a busy process (`while True: pass`) pinned to the last usable core "
                         "during the whole run, as on a machine where another job takes a core")
+    p.add_argument("--pixels", default=None, metavar="WxH",
+                   help="pixel observations of a MuJoCo env at this size (obs_type='pixels'; "
+                        "gymnasium's runners: render_mode='rgb_array' + AddRenderObservation). "
+                        f"Default configs {PIXELS_CONFIGS}; no EnvPool, limit or overhead table")
     p.add_argument("--quick", action="store_true",
                    help=f"smoke test: configs {QUICK_CONFIGS}, 1 repeat, 0.2 s")
     p.add_argument("--overhead-envs", default=OVERHEAD_ENVS,
@@ -1169,6 +1194,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="calls per runner and repeat in the overhead table (fewer if they "
                         "take longer than --seconds)")
     args = p.parse_args(argv)
+    if args.pixels is not None:
+        width, _, height = args.pixels.partition("x")
+        if not (width.isdigit() and height.isdigit()):
+            p.error(f"--pixels is {args.pixels!r}, expected WxH such as 84x84")
+        size = {"width": int(width), "height": int(height)}
+        OBS_KWARGS.update(obs_type="pixels", **size)
+        from aiopool._render import headless_defaults
+
+        headless_defaults()  # gymnasium's processes render through EGL when headless
+        GYM_KWARGS.update(render_mode="rgb_array", **size)
+        args.overhead_envs = ""
     if args.quick:
         args.configs = args.configs or QUICK_CONFIGS
         args.repeats, args.seconds, args.warmup = 1, 0.2, 0.05
@@ -1194,7 +1230,7 @@ def main(argv: list[str] | None = None) -> int:
 
     machine = machine_info("aiopool", "envpool", "gymnasium", "uvloop")
     skipped: list[str] = []
-    limit, why = build_limit(args.env, args.out)
+    limit, why = (None, "pixel observations") if OBS_KWARGS else build_limit(args.env, args.out)
     if limit is None:
         skipped.append(f"limit: {why}")
     runners = make_runners(args, limit, skipped)

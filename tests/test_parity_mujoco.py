@@ -81,13 +81,39 @@ FULL_STATE = {"Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-
               "HumanoidStandup-v5", "Swimmer-v5", "InvertedPendulum-v5"}
 
 
+class _OwnContext(gym.Wrapper[Any, Any, Any, Any]):
+    """Renders with the env's own GL context current. gymnasium's viewer makes its context
+    current only when it is made: with several envs on one thread, each would draw with its GL
+    objects' names in the last one's context (and garbage collection of an earlier test's
+    envs moves that context)."""
+
+    def render(self) -> Any:
+        viewer = self.env.unwrapped.mujoco_renderer.viewer
+        if viewer is not None:
+            viewer.make_context_current()
+        return self.env.render()
+
+
 class Reference:
     """gymnasium envs driven with the pool's next_step autoreset (gymnasium 1.x vector envs)."""
 
     def __init__(self, env_id: str, n: int, kwargs: dict[str, Any],
-                 max_episode_steps: int | None) -> None:
+                 max_episode_steps: int | None, frame_stack: int = 0, seed: int = 0) -> None:
+        """``frame_stack`` > 0: pixel observations, gymnasium's AddRenderObservation (and
+        FrameStackObservation where > 1) over ``render_mode="rgb_array"``. Each env renders
+        once after its seeded reset before it is wrapped: its viewer's free camera is aimed
+        there, at the env's first frame, as aiopool aims it (AddRenderObservation's own first
+        frame follows an unseeded reset, which no seed reproduces)."""
         self.envs = [gym.make(env_id, max_episode_steps=max_episode_steps, **kwargs)
                      for _ in range(n)]
+        if frame_stack:
+            for i, env in enumerate(self.envs):
+                env.reset(seed=seed + i)
+                env.render()
+            self.envs = [gym.wrappers.AddRenderObservation(_OwnContext(env)) for env in self.envs]
+        if frame_stack > 1:
+            self.envs = [gym.wrappers.FrameStackObservation(env, frame_stack)
+                         for env in self.envs]
         self.ended = [False] * n
 
     def reset(self, seed: int) -> dict[int, Any]:
@@ -126,8 +152,9 @@ def assert_rows(env_id: str, batch: aiopool.Batch, expected: dict[int, Any], whe
         at = f"{env_id} {where}, env {i}"
         got = np.asarray(batch.obs[row])
         assert got.dtype == obs.dtype and _bits(got) == _bits(obs), (
-            f"{at}: obs differs at {np.flatnonzero(got != obs).tolist()}: "
-            f"{got[got != obs].tolist()} != gymnasium {obs[got != obs].tolist()}")
+            f"{at}: obs differs at {np.flatnonzero(got != obs)[:20].tolist()}: "
+            f"{got[got != obs][:20].tolist()} != gymnasium {obs[got != obs][:20].tolist()} "
+            f"({int(np.sum(got != obs))} differ)")
         if env_id in FULL_STATE and env.spec.kwargs.get(
                 "exclude_current_positions_from_observation", True) is False:
             data = env.unwrapped.data
@@ -150,14 +177,22 @@ def assert_rows(env_id: str, batch: aiopool.Batch, expected: dict[int, Any], whe
 
 async def run_beside_gymnasium(env_id: str, *, num_envs: int, steps: int, seed: int,
                                kwargs: dict[str, Any], max_episode_steps: int | None,
-                               actions: Any = None, frames: dict[str, Any] | None = None) -> int:
+                               actions: Any = None, frames: dict[str, Any] | None = None,
+                               pixels: dict[str, Any] | None = None, frame_stack: int = 1) -> int:
     """Step a pool and gymnasium side by side; returns the number of episodes that ended.
-    ``frames``: rendering kwargs; both sides render and every frame is compared."""
+    ``frames``: rendering kwargs; both sides render and every frame is compared. ``pixels``:
+    rendering kwargs of pixel observations (``obs_type="pixels"``, ``frame_stack``), compared
+    with gymnasium's AddRenderObservation and FrameStackObservation."""
     if frames is not None:
         kwargs = {**kwargs, **frames, "render_mode": "rgb_array"}
-    ref = Reference(env_id, num_envs, kwargs, max_episode_steps)
+    ours = kwargs
+    if pixels is not None:
+        ours = {**kwargs, **pixels, "obs_type": "pixels", "frame_stack": frame_stack}
+        kwargs = {**kwargs, **pixels, "render_mode": "rgb_array"}
+    ref = Reference(env_id, num_envs, kwargs, max_episode_steps,
+                    frame_stack=frame_stack if pixels is not None else 0, seed=seed)
     with aiopool.make(env_id, num_envs=num_envs, seed=seed, max_episode_steps=max_episode_steps,
-                      **kwargs) as pool:
+                      **ours) as pool:
         assert pool.single_observation_space == ref.envs[0].observation_space
         assert pool.single_action_space == ref.envs[0].action_space
         space = pool.single_action_space
@@ -179,7 +214,7 @@ async def run_beside_gymnasium(env_id: str, *, num_envs: int, steps: int, seed: 
 def assert_frames(env_id: str, pool: aiopool.Pool, ref: Reference, where: str) -> None:
     frames = pool.render()
     for i, env in enumerate(ref.envs):
-        want = env.render()
+        want = _OwnContext(env).render()
         assert frames[i].shape == want.shape, f"{env_id} {where}, env {i}: frame shape"
         differ = int(np.any(frames[i] != want, axis=-1).sum())
         assert differ == 0, f"{env_id} {where}, env {i}: {differ} pixels differ from gymnasium's"
@@ -210,6 +245,25 @@ async def test_frames_match_gymnasium(env_id: str) -> None:
 async def test_frames_match_gymnasium_with_rendering_kwargs(frames: dict[str, Any]) -> None:
     await run_beside_gymnasium("Hopper-v5", num_envs=2, steps=20, seed=5, kwargs={},
                                max_episode_steps=8, frames=frames)
+
+
+@pytest.mark.asyncio
+@pytest.mark.asyncio_loop_only
+@pytest.mark.parametrize(("env_id", "pixels", "frame_stack"), [
+    ("HalfCheetah-v5", {"width": 84, "height": 84}, 1),
+    ("Hopper-v5", {"width": 64, "height": 48}, 3),
+    ("Ant-v5", {"width": 48, "height": 64, "camera_id": -1, "visual_options": {2: True}}, 2),
+    ("Walker2d-v5", {"width": 40, "height": 40, "default_camera_config": {"distance": 3.0}}, 4),
+], ids=["HalfCheetah-84x84", "Hopper-stack3", "Ant-options-stack2", "Walker2d-camera-stack4"])
+async def test_pixel_observations_match_gymnasium(env_id: str, pixels: dict[str, Any],
+                                                  frame_stack: int) -> None:
+    """obs_type="pixels": each row's observation is gymnasium's AddRenderObservation frame
+    (stacked by FrameStackObservation, padded with the reset frame), byte for byte, through
+    episode ends; rewards and infos stay the state env's."""
+    episodes = await run_beside_gymnasium(env_id, num_envs=2, steps=30, seed=3, kwargs={},
+                                          max_episode_steps=7, pixels=pixels,
+                                          frame_stack=frame_stack)
+    assert episodes >= 2 * 3
 
 
 @pytest.mark.asyncio
@@ -380,3 +434,34 @@ def test_wrong_mujoco_version_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(ValueError, match="Ant-v5 is one of aiopool's MuJoCo envs, which are "
                                          "unavailable here: the reason"):
         aiopool.make("Ant-v5")
+
+
+@pytest.mark.asyncio
+@pytest.mark.asyncio_loop_only
+async def test_pixel_observations_in_same_step_mode_keep_the_final_frames() -> None:
+    """same_step: the row that ends an episode holds the new episode's frames (the reset frame
+    in every stack slot) and ``final_obs`` the ended one's; both equal what next_step gives
+    (checked against gymnasium above) at that step and the next."""
+    kwargs = {"obs_type": "pixels", "width": 32, "height": 24, "frame_stack": 2,
+              "max_episode_steps": 4, "seed": 9}
+    with aiopool.make("HalfCheetah-v5", autoreset="next_step", **kwargs) as nxt, \
+            aiopool.make("HalfCheetah-v5", autoreset="same_step", **kwargs) as same:
+        action = np.full((1, 6), 0.5, dtype=np.float32)
+        nxt.async_reset()
+        same.async_reset()
+        first = (await nxt.recv()).obs.copy()
+        assert (await same.recv()).obs.tobytes() == first.tobytes()
+        assert first[0, 0].tobytes() == first[0, 1].tobytes()  # the reset frame, twice
+        ends = 0
+        for _ in range(9):
+            a, b = await nxt.step(action), await same.step(action)
+            if a.truncated[0]:
+                ends += 1
+                assert b.truncated[0]
+                assert b.info["final_obs"][0].tobytes() == a.obs[0].tobytes()
+                reset = await nxt.step(action)  # next_step: the reset row
+                assert b.obs[0].tobytes() == reset.obs[0].tobytes()
+                assert b.obs[0, 0].tobytes() == b.obs[0, 1].tobytes()
+            else:
+                assert b.obs.tobytes() == a.obs.tobytes()
+        assert ends == 2

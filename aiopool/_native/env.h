@@ -20,6 +20,8 @@
 //   std::vector<double> render_state() const; // what a Python renderer draws the frame from
 //   void export_data(void* dest) const;       // the simulator's state, into the renderer's
 //   void export_model(void* dest) const;      // with export_data, where the env's model changes
+//   bool pixel_obs() const;                   // the observation is the rendered frame:
+//   void write_pixels(uint8_t* obs);          // write() fills a scratch row, this the obs
 // The first renders in C++ (Atari: the screen ale-py's env.render() gives); the others hand
 // the state the reference's own drawing code reads (classic control's `state`, toy text's `s`,
 // MuJoCo's whole mjData; the Control Suite's mjModel too, whose tasks move targets in it) to
@@ -170,6 +172,11 @@ struct EnvSpec {
   int64_t max_seed = -1;
   // (height, width, 3) of the frames `render(uint8_t*)` writes; empty where the env has none.
   std::vector<int64_t> render_shape;
+  // The frame rate of the reference's videos (gymnasium's metadata["render_fps"]); 0: unknown.
+  double render_fps = 0.0;
+  // Where the observation is the env's rendered frames (pixel_obs() below): the bytes of the
+  // state observation write() writes, which the runner sends to scratch.
+  std::size_t state_obs_bytes = 0;
 };
 
 // What one step did. The runner adds the time limit to `truncated` and keeps the statistics.

@@ -13,8 +13,10 @@ here with its line in ``FAMILIES``, and its tests. Nothing else names families.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import importlib.metadata
 import importlib.util
+import math
 import os
 import re
 import tempfile
@@ -56,6 +58,9 @@ class NativeFamily:
         prepare: ``prepare(env_id, config)`` turns the kwargs of ``make`` (defaults filled in)
             into the config the C++ env takes, setting the ``prepared`` keys (the Control
             Suite: the task's model, compiled by dm_control itself).
+        render_settings: ``render_settings(env_id, render_kwargs)`` turns the rendering kwargs
+            of ``make`` into ``prepared`` keys of the C++ env, which draws its frames (and its
+            pixel observations) with them: MuJoCo's camera, size and visual options.
     """
 
     name: str
@@ -71,6 +76,7 @@ class NativeFamily:
     not_built: str | None = None
     prepared: frozenset[str] = frozenset()
     prepare: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
+    render_settings: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
 
     def matches(self, env_id: str) -> bool:
         """Whether ``env_id`` matches this family's pattern (its listed ids aside)."""
@@ -111,14 +117,86 @@ def _preload_mujoco() -> None:
             ctypes.CDLL(lib)
 
 
+# The mjvCamera fields default_camera_config may set, in the order render_camera_config holds
+# them (offscreen.h); lookat takes three numbers.
+_CAMERA_FIELDS = ("type", "fixedcamid", "trackbodyid", "lookat", "distance", "azimuth",
+                  "elevation", "orthographic")
+
+
+def _mujoco_render_settings(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """gymnasium's rendering kwargs of a MuJoCo v5 env as the C++ env's ``render_*`` keys
+    (mujoco_env.h). ``default_camera_config`` not given is the env class's own default, read
+    from gymnasium's signature as gymnasium.make would pass it."""
+    import inspect
+
+    import gymnasium as gym
+    import mujoco
+
+    def count(key: str, low: int) -> int:
+        value = kwargs[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{env_id}: {key}={value!r}, expected an int >= {low}")
+        return value
+
+    out: dict[str, Any] = {}
+    for key, native, low in (("width", "render_width", 1), ("height", "render_height", 1),
+                             ("max_geom", "render_max_geom", 1)):
+        if key in kwargs:
+            out[native] = count(key, low)
+    if kwargs.get("camera_id") is not None:
+        out["render_camera_id"] = count("camera_id", -1)
+    if kwargs.get("camera_name") is not None:
+        if not isinstance(kwargs["camera_name"], str):
+            raise TypeError(f"{env_id}: camera_name={kwargs['camera_name']!r}, expected a str")
+        out["render_camera_name"] = kwargs["camera_name"]
+    if "default_camera_config" in kwargs:
+        camera = kwargs["default_camera_config"]
+    else:
+        entry = gym.spec(env_id).entry_point
+        module, _, name = str(entry).partition(":")
+        cls = getattr(importlib.import_module(module), name)
+        camera = inspect.signature(cls).parameters["default_camera_config"].default
+    numbers = [math.nan] * 10
+    for key, value in (camera or {}).items():
+        if key not in _CAMERA_FIELDS:
+            raise ValueError(f"{env_id}: default_camera_config has {key!r}; an MjvCamera's "
+                             f"fields are {', '.join(_CAMERA_FIELDS)}")
+        if key == "lookat":
+            numbers[3:6] = [float(v) for v in value]
+            if len(value) != 3:
+                raise ValueError(f"{env_id}: default_camera_config's lookat takes 3 numbers")
+        else:
+            at = _CAMERA_FIELDS.index(key) + (2 if _CAMERA_FIELDS.index(key) > 3 else 0)
+            numbers[at] = float(value)
+    out["render_camera_config"] = tuple(numbers)
+    flags = [-1.0] * int(mujoco.mjtVisFlag.mjNVISFLAG)
+    for flag, value in (kwargs.get("visual_options") or {}).items():
+        if not 0 <= int(flag) < len(flags):
+            raise ValueError(f"{env_id}: visual_options has flag {flag!r}; MuJoCo's visual "
+                             f"flags are 0 to {len(flags) - 1} (mujoco.mjtVisFlag)")
+        flags[int(flag)] = float(int(value))
+    out["render_visual_flags"] = tuple(flags)
+    return out
+
+
+def _mujoco_renders() -> str:
+    """MuJoCo frames are drawn in C++ through EGL (offscreen.h). Where the user chose another
+    GL backend (MUJOCO_GL=osmesa or glfw), gymnasium's own renderer draws them with it."""
+    return "native" if os.environ.get("MUJOCO_GL", "egl").lower() == "egl" else "python"
+
+
 MUJOCO = NativeFamily(
     name="mujoco", title="MuJoCo", module="_mujoco",
     ids=frozenset(f"{name}-v5" for name in (
         "Ant", "HalfCheetah", "Hopper", "Walker2d", "Humanoid", "HumanoidStandup",
         "InvertedPendulum", "InvertedDoublePendulum", "Reacher", "Swimmer", "Pusher")),
-    finite_actions=False, preload=_preload_mujoco, renders="python",
+    finite_actions=False, preload=_preload_mujoco, renders=_mujoco_renders(),
     render_kwargs=frozenset({"width", "height", "camera_id", "camera_name",
-                             "default_camera_config", "max_geom", "visual_options"}))
+                             "default_camera_config", "max_geom", "visual_options"}),
+    prepared=frozenset({"render_width", "render_height", "render_camera_id",
+                        "render_camera_name", "render_max_geom", "render_camera_config",
+                        "render_visual_flags"}),
+    render_settings=_mujoco_render_settings)
 
 
 ATARI = NativeFamily(

@@ -488,6 +488,7 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
                      d["max_episode_steps"] = s.max_episode_steps;
                      d["max_seed"] = s.max_seed;
                      d["render_shape"] = nb::tuple(nb::cast(s.render_shape));
+                     d["render_fps"] = s.render_fps;
                      nb::list info;
                      for (const Field& f : s.info)
                        info.append(nb::make_tuple(f.name, dtype_name(f.dtype), nb::tuple(nb::cast(f.shape))));

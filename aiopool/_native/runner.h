@@ -231,14 +231,24 @@ class EnvRunner final : public Runner {
     return p;
   }
 
-  void write_env(const State& s, void* obs, void* const* info) const {
+  void write_env(State& s, void* obs, void* const* info) const {
+    if constexpr (requires(E& e, uint8_t* p) { e.write_pixels(p); }) {
+      if (s.env.pixel_obs()) {  // the state observation to scratch, the frames to the row
+        thread_local std::vector<std::byte> state;
+        state.resize(spec_.state_obs_bytes);
+        Row row{state.data(), info};
+        s.env.write(row);
+        s.env.write_pixels(static_cast<uint8_t*>(obs));
+        return;
+      }
+    }
     Row row{obs, info};
     s.env.write(row);
   }
 
   void write(int id, const Outcome& o, Block& b, int row) {
     const Layout& L = *out.layout;
-    const State& s = states_[static_cast<std::size_t>(id)];
+    State& s = states_[static_cast<std::size_t>(id)];
     std::array<void*, kMaxInfoFields> info;
     for (int k = 0; k < L.num_info; ++k) info[static_cast<std::size_t>(k)] = b.at(L, L.info_first + k, row);
     write_env(s, b.at(L, L.obs, row), info.data());

@@ -29,7 +29,7 @@ class Ant : public MujocoEnv {
     const mjModel* m = model.get();
     int64_t n = m->nq + m->nv - 2 * c.get_bool("exclude_current_positions_from_observation");
     if (c.get_bool("include_cfrc_ext_in_observation")) n += 6 * (m->nbody - 1);
-    return make_spec(m, n,
+    return make_spec(c, m, n,
                      {f64("x_position"), f64("y_position"), f64("distance_from_origin"), f64("x_velocity"),
                       f64("y_velocity"), f64("reward_forward"), f32("reward_ctrl"), f64("reward_contact"),
                       f64("reward_survive")});

@@ -23,7 +23,7 @@ class Hopper : public MujocoEnv {
   static EnvSpec spec(const Config& c) {
     const auto model = MujocoEnv::model(c);
     const mjModel* m = model.get();
-    return make_spec(m, m->nq + m->nv - c.get_bool("exclude_current_positions_from_observation"),
+    return make_spec(c, m, m->nq + m->nv - c.get_bool("exclude_current_positions_from_observation"),
                      {f64("x_position"), f64("z_distance_from_origin"), f64("x_velocity"),
                       f64("reward_forward"), f32("reward_ctrl"), f64("reward_survive")});
   }

@@ -82,7 +82,7 @@ class Humanoid : public HumanoidBase {
     const auto model = MujocoEnv::model(c);
     const mjModel* m = model.get();
     return make_spec(
-        m, obs_size(m, c),
+        c, m, obs_size(m, c),
         {f64("x_position"), f64("y_position"), tendon("tendon_length", m), tendon("tendon_velocity", m),
          f64("distance_from_origin"), f64("x_velocity"), f64("y_velocity"), f64("reward_survive"),
          f64("reward_forward"), f64("reward_ctrl"), f64("reward_contact")});
@@ -161,7 +161,7 @@ class HumanoidStandup : public HumanoidBase {
     const auto model = MujocoEnv::model(c);
     const mjModel* m = model.get();
     return make_spec(
-        m, obs_size(m, c),
+        c, m, obs_size(m, c),
         {f64("x_position"), f64("y_position"), f64("z_distance_from_origin"), tendon("tendon_length", m),
          tendon("tendon_velocity", m), f64("reward_linup"), f64("reward_quadctrl"), f64("reward_impact")});
   }

@@ -23,7 +23,7 @@ class InvertedPendulum : public MujocoEnv {
     const auto model = MujocoEnv::model(c);
     const mjModel* m = model.get();
     if (m->nq + m->nv != 4) throw std::invalid_argument("InvertedPendulum-v5's model must have nq + nv == 4");
-    return make_spec(m, 4, {{"reward_survive", DType::kInt64, {}}});
+    return make_spec(c, m, 4, {{"reward_survive", DType::kInt64, {}}});
   }
 
   explicit InvertedPendulum(const Config& c) : MujocoEnv(c), noise_(c.get("reset_noise_scale")) {}
@@ -65,7 +65,7 @@ class InvertedDoublePendulum : public MujocoEnv {
     const mjModel* m = model.get();
     if (m->nq != 3 || m->nv != 3 || m->nsite < 1)
       throw std::invalid_argument("InvertedDoublePendulum-v5's model must have nq == nv == 3 and a site");
-    return make_spec(m, 9, {f64("reward_survive"), f64("distance_penalty"), f64("velocity_penalty")});
+    return make_spec(c, m, 9, {f64("reward_survive"), f64("distance_penalty"), f64("velocity_penalty")});
   }
 
   explicit InvertedDoublePendulum(const Config& c)

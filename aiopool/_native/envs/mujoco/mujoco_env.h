@@ -48,6 +48,7 @@
 #include "../../registry.h"
 #include "../../rng_normal.h"
 #include "errors.h"
+#include "offscreen.h"
 
 namespace aiopool::mujoco {
 
@@ -109,10 +110,80 @@ inline ConfigKey range_key(const char* name, double lo, double hi) {
   return {name, ConfigKey::Kind::kRange, 0.0, "", {lo, hi}};
 }
 
-// xml_file and frame_skip, which every v5 env takes, then the env's own keys.
+// ---- rendering and pixel observations --------------------------------------------------------
+
+inline constexpr int kNoCameraId = -2;  // render_camera_id when gymnasium's camera_id is None
+
+// aiopool's observation kwargs, then the rendering kwargs of gymnasium's MujocoEnv (width,
+// height, camera_id, camera_name, default_camera_config, max_geom, visual_options), which
+// aiopool/_native/families.py turns into the render_* keys (users never set those directly).
+inline std::vector<ConfigKey> render_keys() {
+  const double nan = std::nan("");
+  return {
+      str_key("obs_type", "state"),
+      int_key("frame_stack", 1),
+      int_key("render_width", 480),
+      int_key("render_height", 480),
+      int_key("render_camera_id", kNoCameraId),
+      {"render_camera_name", ConfigKey::Kind::kOptionalString},
+      int_key("render_max_geom", 1000),
+      {"render_camera_config", ConfigKey::Kind::kNumbers, 0.0, "", {}, std::vector<double>(10, nan)},
+      {"render_visual_flags", ConfigKey::Kind::kNumbers, 0.0, "", {}, std::vector<double>(mjNVISFLAG, -1.0)}};
+}
+
+// What the rendering kwargs say, resolved against the model as gymnasium's MujocoRenderer
+// resolves them: no camera named is the free camera (even where the model has a "track"
+// camera); a camera_name the model lacks is the free camera too.
+inline RenderSettings render_settings(const Config& c, const mjModel* m) {
+  RenderSettings s;
+  s.width = static_cast<int>(c.get_int("render_width"));
+  s.height = static_cast<int>(c.get_int("render_height"));
+  s.max_geom = static_cast<int>(c.get_int("render_max_geom"));
+  if (s.width < 1 || s.height < 1)
+    throw std::invalid_argument("width and height must be >= 1, got " + std::to_string(s.width) + " x " +
+                                std::to_string(s.height));
+  if (s.max_geom < 1) throw std::invalid_argument("max_geom must be >= 1");
+  const int id = static_cast<int>(c.get_int("render_camera_id"));
+  const std::string* name = c.find_string("render_camera_name");
+  if (id != kNoCameraId && name != nullptr)
+    throw std::invalid_argument("Both `camera_id` and `camera_name` cannot be specified at the same time.");
+  if (id != kNoCameraId) {
+    if (id < -1 || id >= m->ncam)
+      throw std::invalid_argument("camera_id=" + std::to_string(id) + ": the model has " +
+                                  std::to_string(m->ncam) + " cameras (-1 is the free camera)");
+    s.camera_id = id;
+  } else if (name != nullptr) {
+    s.camera_id = mj_name2id(m, mjOBJ_CAMERA, name->c_str());
+  }
+  const std::vector<double>& cam = c.get_numbers("render_camera_config");
+  std::copy(cam.begin(), cam.end(), s.camera_config.begin());
+  mjv_defaultOption(&s.option);
+  const std::vector<double>& flags = c.get_numbers("render_visual_flags");
+  for (int f = 0; f < mjNVISFLAG; ++f)
+    if (flags[static_cast<std::size_t>(f)] >= 0)
+      s.option.flags[f] = static_cast<mjtByte>(flags[static_cast<std::size_t>(f)]);
+  return s;
+}
+
+// obs_type: "state" (gymnasium's observation) or "pixels" (the frame gymnasium's
+// AddRenderObservation gives, stacked as FrameStackObservation stacks it when frame_stack > 1).
+inline bool wants_pixels(const Config& c) {
+  const std::string& t = c.get_string("obs_type");
+  if (t != "state" && t != "pixels")
+    throw std::invalid_argument("obs_type is '" + t + "', expected 'state' or 'pixels'");
+  if (c.get_int("frame_stack") < 1) throw std::invalid_argument("frame_stack must be >= 1");
+  if (t == "state" && c.get_int("frame_stack") != 1)
+    throw std::invalid_argument("frame_stack stacks pixel observations: set obs_type='pixels'");
+  return t == "pixels";
+}
+
+// xml_file and frame_skip, which every v5 env takes, then the env's own keys, then the
+// observation and rendering keys.
 inline std::vector<ConfigKey> keys(const char* xml_file, int frame_skip, std::vector<ConfigKey> own) {
   std::vector<ConfigKey> k{str_key("xml_file", xml_file), int_key("frame_skip", frame_skip)};
   k.insert(k.end(), own.begin(), own.end());
+  const std::vector<ConfigKey> r = render_keys();
+  k.insert(k.end(), r.begin(), r.end());
   return k;
 }
 
@@ -143,9 +214,23 @@ inline Space action_space(const mjModel* m) {
 
 // The spec every v5 env shares: the model's action space, `obs_size` float64s, the env's info
 // fields, then `mujoco_warning` and `mujoco_error`. chunk 1: a step takes tens of microseconds.
-inline EnvSpec make_spec(const mjModel* m, int64_t obs_size, std::vector<Field> info) {
+// With obs_type="pixels" the observation is the frame (uint8 height x width x 3), or
+// frame_stack of them. Frames are (height, width, 3) at gymnasium's metadata["render_fps"].
+inline EnvSpec make_spec(const Config& c, const mjModel* m, int64_t obs_size, std::vector<Field> info) {
   EnvSpec s;
-  s.observation_space = unbounded(obs_size);
+  const RenderSettings r = render_settings(c, m);
+  s.render_shape = {r.height, r.width, 3};
+  s.render_fps = std::nearbyint(1.0 / (m->opt.timestep * static_cast<double>(c.get_int("frame_skip"))));
+  if (wants_pixels(c)) {
+    const int64_t k = c.get_int("frame_stack");
+    s.observation_space = {Space::Kind::kBox, DType::kUInt8, {r.height, r.width, 3}, {}, {}, 0};
+    if (k > 1) s.observation_space.shape.insert(s.observation_space.shape.begin(), k);
+    s.observation_space.low.assign(static_cast<std::size_t>(s.observation_space.size()), 0.0);
+    s.observation_space.high.assign(static_cast<std::size_t>(s.observation_space.size()), 255.0);
+    s.state_obs_bytes = static_cast<std::size_t>(obs_size) * sizeof(double);
+  } else {
+    s.observation_space = unbounded(obs_size);
+  }
   s.action_space = action_space(m);
   s.info = std::move(info);
   s.info.push_back({"mujoco_warning", DType::kBool, {}});
@@ -168,8 +253,11 @@ class MujocoEnv {
         frame_skip(static_cast<int>(config.get_int("frame_skip"))),
         dt(m->opt.timestep * frame_skip),
         init_qpos(d->qpos, d->qpos + m->nq),
-        init_qvel(d->qvel, d->qvel + m->nv) {
+        init_qvel(d->qvel, d->qvel + m->nv),
+        render_(render_settings(config, m)),
+        stack_(wants_pixels(config) ? static_cast<std::size_t>(config.get_int("frame_stack")) : 0) {
     if (frame_skip < 1) throw std::invalid_argument("frame_skip must be >= 1");
+    if (stack_ > 0) Egl::get();  // no EGL: an error at make(), not on a worker
   }
 
   static std::shared_ptr<const mjModel> model(const Config& config) {
@@ -187,6 +275,33 @@ class MujocoEnv {
   // Rendering: the env's mjData copied into `dest`, an mjData of the same model (gymnasium's
   // env of the same MJCF, whose own renderer then draws the frame; see aiopool/_render.py).
   void export_data(void* dest) const { mj_copyData(static_cast<mjData*>(dest), m, d); }
+
+  // The current frame (EnvSpec::render_shape), drawn with this thread's GL context. Const for
+  // the runner, which calls it only while nothing steps the env; the camera is the env's own.
+  void render(uint8_t* rgb) const {
+    const bool ok = trapped([&] { camera_.draw(model_, d, render_, rgb); });
+    if (!ok) throw std::runtime_error(std::string("MuJoCo could not render: ") + t_trap.message);
+  }
+
+  // Pixel observations (obs_type="pixels"): the runner writes the state observation to scratch
+  // (state_obs_bytes) and the frames here. After a reset every slot of the stack holds the new
+  // frame (FrameStackObservation's padding "reset"); after a step the stack moves up by one.
+  bool pixel_obs() const { return stack_ > 0; }
+  void write_pixels(uint8_t* obs) {
+    const std::size_t frame =
+        3 * static_cast<std::size_t>(render_.width) * static_cast<std::size_t>(render_.height);
+    uint8_t* last = obs + (stack_ - 1) * frame;
+    if (!fresh_ && stack_ > 1) std::memcpy(obs, frames_.data() + frame, (stack_ - 1) * frame);
+    const bool ok = trapped([&] { camera_.draw(model_, d, render_, last); });
+    if (!ok) {  // a GL failure: a black frame and the env's error, never a worker's crash
+      std::memset(last, 0, frame);
+      record_error();
+    }
+    if (fresh_)
+      for (std::size_t k = 0; k + 1 < stack_; ++k) std::memcpy(obs + k * frame, last, frame);
+    if (stack_ > 1) frames_.assign(obs, obs + stack_ * frame);
+    fresh_ = false;
+  }
 
  private:
   std::shared_ptr<const mjModel> model_;
@@ -256,6 +371,7 @@ class MujocoEnv {
     mj_resetData(m, d);
     warned = false;
     failed_ = false;
+    fresh_ = true;
   }
 
   // gymnasium's set_state (na == 0 in every v5 model, so `act` is empty).
@@ -341,6 +457,11 @@ class MujocoEnv {
 
  private:
   bool failed_ = false;
+  RenderSettings render_;
+  mutable Camera camera_;
+  std::size_t stack_;            // frames per pixel observation; 0: state observations
+  bool fresh_ = true;            // reset since the last pixel observation
+  std::vector<uint8_t> frames_;  // the last stacked observation (frame_stack > 1)
 };
 
 }  // namespace aiopool::mujoco

@@ -22,7 +22,7 @@ class Reacher : public MujocoEnv {
     const auto model = MujocoEnv::model(c);
     const mjModel* m = model.get();
     if (m->nq != 4 || m->nv != 4) throw std::invalid_argument("Reacher-v5's model must have nq == nv == 4");
-    return make_spec(m, 10, {f64("reward_dist"), f32("reward_ctrl")});
+    return make_spec(c, m, 10, {f64("reward_dist"), f32("reward_ctrl")});
   }
 
   explicit Reacher(const Config& c)
@@ -89,7 +89,7 @@ class Pusher : public MujocoEnv {
     const auto model = MujocoEnv::model(c);
     const mjModel* m = model.get();
     if (m->nq != 11 || m->nv != 11) throw std::invalid_argument("Pusher-v5's model must have nq == nv == 11");
-    return make_spec(m, 23, {f64("reward_dist"), f32("reward_ctrl"), f64("reward_near")});
+    return make_spec(c, m, 23, {f64("reward_dist"), f32("reward_ctrl"), f64("reward_near")});
   }
 
   explicit Pusher(const Config& c)

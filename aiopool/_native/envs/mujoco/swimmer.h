@@ -20,7 +20,7 @@ class Swimmer : public MujocoEnv {
   static EnvSpec spec(const Config& c) {
     const auto model = MujocoEnv::model(c);
     const mjModel* m = model.get();
-    return make_spec(m, m->nq + m->nv - 2 * c.get_bool("exclude_current_positions_from_observation"),
+    return make_spec(c, m, m->nq + m->nv - 2 * c.get_bool("exclude_current_positions_from_observation"),
                      {f64("x_position"), f64("y_position"), f64("distance_from_origin"), f64("x_velocity"),
                       f64("y_velocity"), f64("reward_forward"), f32("reward_ctrl")});
   }

@@ -1,0 +1,311 @@
+// Drawing MuJoCo frames in C++ on any thread, as gymnasium's OffScreenViewer draws them.
+//
+// Each thread that draws (a worker rendering pixel observations, a pool's render thread) gets
+// its own headless EGL context the first time it draws, made the way mujoco.egl makes one
+// (libEGL loaded at run time with RTLD_GLOBAL, so that MuJoCo's GL loader finds
+// eglGetProcAddress; the device display MUJOCO_EGL_DEVICE_ID names, or the first that
+// initialises; the same config attributes), and in it one mjrContext and one mjvScene per
+// (model, offscreen size, max_geom). Nothing is shared between threads, so workers draw in
+// parallel and never wait on each other or on the GIL.
+//
+// A frame is gymnasium's: mjv_updateScene(model, data, option, perturb, camera, mjCAT_ALL,
+// scene), mjr_render into the offscreen buffer (grown to the frame as gymnasium's MujocoEnv
+// grows model.vis.global_.offwidth/offheight), mjr_readPixels, rows flipped. The camera is
+// the env's own (Camera below): aimed at the env's first frame as gymnasium's viewer aims it
+// when it is made, then `default_camera_config` applied, kept from frame to frame.
+#pragma once
+
+#include <dlfcn.h>
+#include <mujoco/mujoco.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace aiopool::mujoco {
+
+// What gymnasium's rendering kwargs decide, resolved against the model.
+struct RenderSettings {
+  int width = 480, height = 480;
+  int camera_id = -1;   // -1: the free camera; else a fixed camera (gymnasium's camera_id)
+  int max_geom = 1000;  // the scene's geom capacity
+  // default_camera_config: mjvCamera fields set after the camera is aimed (NaN: left as is),
+  // in kCameraFields order.
+  std::array<double, 10> camera_config{};
+  mjvOption option{};  // mjv_defaultOption, then visual_options' flags
+};
+
+// The fields of default_camera_config, in the order the config's numbers hold them.
+inline constexpr std::array<const char*, 8> kCameraFields = {
+    "type", "fixedcamid", "trackbodyid", "lookat", "distance", "azimuth", "elevation", "orthographic"};
+
+// ---- EGL, loaded at run time ----------------------------------------------------------------
+
+class Egl {
+ public:
+  using Display = void*;
+  using Config = void*;
+  using Context = void*;
+  using Int = int32_t;
+
+  // The process's EGL and its display, made on first use; throws if this machine has none.
+  static Egl& get() {
+    static std::mutex mu;
+    static std::unique_ptr<Egl> egl;
+    static std::string failure;
+    std::lock_guard<std::mutex> lock(mu);
+    if (!egl && failure.empty()) {
+      try {
+        egl.reset(new Egl());
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+    }
+    if (!egl) throw std::runtime_error(failure);
+    return *egl;
+  }
+
+  Context make_context() {
+    static constexpr std::array<Int, 19> kAttributes = {
+        0x3024, 8,       // EGL_RED_SIZE
+        0x3023, 8,       // EGL_GREEN_SIZE
+        0x3022, 8,       // EGL_BLUE_SIZE
+        0x3021, 8,       // EGL_ALPHA_SIZE
+        0x3025, 24,      // EGL_DEPTH_SIZE
+        0x3026, 8,       // EGL_STENCIL_SIZE
+        0x303F, 0x308E,  // EGL_COLOR_BUFFER_TYPE, EGL_RGB_BUFFER
+        0x3033, 0x0001,  // EGL_SURFACE_TYPE, EGL_PBUFFER_BIT
+        0x3040, 0x0008,  // EGL_RENDERABLE_TYPE, EGL_OPENGL_BIT
+        0x3038};         // EGL_NONE
+    Config config = nullptr;
+    Int found = 0;
+    if (!choose_config_(display_, kAttributes.data(), &config, 1, &found) || found < 1)
+      throw std::runtime_error("EGL has no framebuffer configuration for MuJoCo's renderer");
+    bind_api_(0x30A2);  // EGL_OPENGL_API
+    Context c = create_context_(display_, config, nullptr, nullptr);
+    if (c == nullptr) throw std::runtime_error("EGL could not create an OpenGL context");
+    return c;
+  }
+  bool try_make_current(Context c) {
+    return get_current_context_() == c || make_current_(display_, nullptr, nullptr, c);
+  }
+  void make_current(Context c) {
+    if (!try_make_current(c)) throw std::runtime_error("EGL could not make its OpenGL context current");
+  }
+  void destroy(Context c) {
+    make_current_(display_, nullptr, nullptr, nullptr);
+    destroy_context_(display_, c);
+    release_thread_();
+  }
+
+ private:
+  template <class F>
+  F proc(const char* name) {
+    void* p = dlsym(lib_, name);
+    if (p == nullptr && get_proc_ != nullptr) p = get_proc_(name);
+    if (p == nullptr) throw std::runtime_error(std::string("libEGL.so.1 has no ") + name);
+    return reinterpret_cast<F>(p);
+  }
+
+  Egl() {
+    // RTLD_GLOBAL: MuJoCo's GL loader looks eglGetProcAddress up among the loaded libraries.
+    lib_ = dlopen("libEGL.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (lib_ == nullptr)
+      throw std::runtime_error(
+          "MuJoCo frames render headless through EGL, and libEGL.so.1 could not be loaded (" +
+          std::string(dlerror()) + "); install Mesa's EGL (Debian/Ubuntu: libegl1 libgl1-mesa-dri)");
+    get_proc_ = reinterpret_cast<void* (*)(const char*)>(dlsym(lib_, "eglGetProcAddress"));
+    choose_config_ = proc<decltype(choose_config_)>("eglChooseConfig");
+    bind_api_ = proc<decltype(bind_api_)>("eglBindAPI");
+    create_context_ = proc<decltype(create_context_)>("eglCreateContext");
+    make_current_ = proc<decltype(make_current_)>("eglMakeCurrent");
+    get_current_context_ = proc<decltype(get_current_context_)>("eglGetCurrentContext");
+    destroy_context_ = proc<decltype(destroy_context_)>("eglDestroyContext");
+    release_thread_ = proc<decltype(release_thread_)>("eglReleaseThread");
+    auto initialize = proc<unsigned (*)(Display, Int*, Int*)>("eglInitialize");
+    auto query_devices = proc<unsigned (*)(Int, void**, Int*)>("eglQueryDevicesEXT");
+    auto platform_display = proc<Display (*)(unsigned, void*, const Int*)>("eglGetPlatformDisplayEXT");
+    auto get_error = proc<Int (*)()>("eglGetError");
+    // As mujoco.egl: the devices, or the one MUJOCO_EGL_DEVICE_ID names; the first that works.
+    std::array<void*, 32> devices{};
+    Int count = 0;
+    if (!query_devices(static_cast<Int>(devices.size()), devices.data(), &count) || count < 1)
+      throw std::runtime_error("EGL lists no devices to render MuJoCo frames on");
+    Int first = 0, last = count;
+    if (const char* chosen = std::getenv("MUJOCO_EGL_DEVICE_ID")) {
+      first = std::atoi(chosen);
+      if (first < 0 || first >= count)
+        throw std::runtime_error("MUJOCO_EGL_DEVICE_ID must be an integer between 0 and " +
+                                 std::to_string(count - 1) + ", got " + chosen);
+      last = first + 1;
+    }
+    for (Int i = first; i < last && display_ == nullptr; ++i) {
+      Display d = platform_display(0x313F, devices[static_cast<std::size_t>(i)], nullptr);  // DEVICE_EXT
+      if (d != nullptr && get_error() == 0x3000 && initialize(d, nullptr, nullptr) && get_error() == 0x3000)
+        display_ = d;
+    }
+    if (display_ == nullptr)
+      throw std::runtime_error("EGL could not initialise a device display for MuJoCo's renderer");
+  }
+
+  void* lib_ = nullptr;
+  Display display_ = nullptr;
+  void* (*get_proc_)(const char*) = nullptr;
+  unsigned (*choose_config_)(Display, const Int*, Config*, Int, Int*) = nullptr;
+  unsigned (*bind_api_)(unsigned) = nullptr;
+  Context (*create_context_)(Display, Config, Context, const Int*) = nullptr;
+  unsigned (*make_current_)(Display, void*, void*, Context) = nullptr;
+  Context (*get_current_context_)() = nullptr;
+  unsigned (*destroy_context_)(Display, Context) = nullptr;
+  unsigned (*release_thread_)() = nullptr;
+};
+
+// ---- one thread's GL state ------------------------------------------------------------------
+
+class ThreadRenderer {
+ public:
+  static ThreadRenderer& get() {
+    thread_local ThreadRenderer r;
+    return r;
+  }
+
+  // Draws `d` (a state of model `m`, whose owner `model` keeps it alive) into `rgb`
+  // (height x width x 3, rows top first).
+  void draw(const std::shared_ptr<const mjModel>& model, const mjData* d, mjvCamera& camera,
+            const RenderSettings& s, uint8_t* rgb) {
+    Egl& egl = Egl::get();
+    if (context_ == nullptr) context_ = egl.make_context();
+    egl.make_current(context_);
+    Target& t = target(model, s);
+    mjvPerturb perturb;
+    mjv_defaultPerturb(&perturb);
+    camera.type = s.camera_id == -1 ? mjCAMERA_FREE : mjCAMERA_FIXED;
+    camera.fixedcamid = s.camera_id;
+    mjv_updateScene(model.get(), const_cast<mjData*>(d), &s.option, &perturb, &camera, mjCAT_ALL, &t.scene);
+    const mjrRect viewport{0, 0, s.width, s.height};
+    mjr_render(viewport, &t.scene, &t.context);
+    const std::size_t row = 3 * static_cast<std::size_t>(s.width);
+    flipped_.resize(row * static_cast<std::size_t>(s.height));
+    mjr_readPixels(flipped_.data(), nullptr, viewport, &t.context);
+    for (int y = 0; y < s.height; ++y)  // GL's rows run bottom up
+      std::memcpy(rgb + row * static_cast<std::size_t>(y),
+                  flipped_.data() + row * static_cast<std::size_t>(s.height - 1 - y), row);
+  }
+
+  // At thread exit. Where EGL is gone already (its display terminated at interpreter exit),
+  // the process is ending and the driver frees what is left.
+  ~ThreadRenderer() {
+    if (context_ == nullptr) return;
+    Egl& egl = Egl::get();
+    if (!egl.try_make_current(context_)) return;
+    for (auto& [key, t] : targets_) free(t);
+    egl.destroy(context_);
+  }
+
+ private:
+  struct Target {
+    std::weak_ptr<const mjModel> model;  // expired: the address may be another model's now
+    mjrContext context;
+    mjvScene scene;
+  };
+
+  static void free(Target& t) {
+    mjr_freeContext(&t.context);
+    mjv_freeScene(&t.scene);
+  }
+
+  Target& target(const std::shared_ptr<const mjModel>& model, const RenderSettings& s) {
+    const mjModel* m = model.get();
+    // gymnasium's MujocoEnv grows the offscreen buffer to the frame, never shrinks it.
+    const int offwidth = std::max(m->vis.global.offwidth, s.width);
+    const int offheight = std::max(m->vis.global.offheight, s.height);
+    const auto key = std::make_tuple(m, offwidth, offheight, s.max_geom);
+    auto it = targets_.find(key);
+    if (it != targets_.end() && it->second.model.expired()) {
+      free(it->second);
+      targets_.erase(it);
+      it = targets_.end();
+    }
+    if (it != targets_.end()) return it->second;
+    Target& t = targets_[key];
+    t.model = model;
+    mjModel sized = *m;  // the same arrays; only the offscreen size differs (read, never kept)
+    sized.vis.global.offwidth = offwidth;
+    sized.vis.global.offheight = offheight;
+    mjr_defaultContext(&t.context);
+    mjr_makeContext(&sized, &t.context, mjFONTSCALE_150);
+    mjr_setBuffer(mjFB_OFFSCREEN, &t.context);
+    mjv_defaultScene(&t.scene);
+    mjv_makeScene(m, &t.scene, s.max_geom);
+    return t;
+  }
+
+  Egl::Context context_ = nullptr;
+  std::map<std::tuple<const mjModel*, int, int, int>, Target> targets_;
+  std::vector<uint8_t> flipped_;
+};
+
+// ---- an env's camera ------------------------------------------------------------------------
+
+// np.median of a column of n doubles (NaN if any is NaN).
+inline double median(std::vector<double>& v) {
+  for (double x : v)
+    if (std::isnan(x)) return x;
+  const std::size_t n = v.size();
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2), v.end());
+  const double hi = v[n / 2];
+  if (n % 2 == 1) return hi;
+  const double lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2));
+  return (lo + hi) / 2;
+}
+
+// One env's camera: aimed at its first frame, as gymnasium's viewer aims it when made.
+class Camera {
+ public:
+  void draw(const std::shared_ptr<const mjModel>& model, const mjData* d, const RenderSettings& s,
+            uint8_t* rgb) {
+    if (!aimed_) aim(model.get(), d, s);
+    ThreadRenderer::get().draw(model, d, camera_, s, rgb);
+  }
+
+ private:
+  // OffScreenViewer._init_camera, then MujocoRenderer._set_cam_config.
+  void aim(const mjModel* m, const mjData* d, const RenderSettings& s) {
+    mjv_defaultCamera(&camera_);
+    camera_.type = mjCAMERA_FREE;
+    camera_.fixedcamid = -1;
+    std::vector<double> column(static_cast<std::size_t>(m->ngeom));
+    for (int i = 0; i < 3; ++i) {
+      for (int g = 0; g < m->ngeom; ++g) column[static_cast<std::size_t>(g)] = d->geom_xpos[3 * g + i];
+      camera_.lookat[i] = m->ngeom > 0 ? median(column) : std::nan("");
+    }
+    camera_.distance = m->stat.extent;
+    const auto& c = s.camera_config;
+    if (!std::isnan(c[0])) camera_.type = static_cast<int>(c[0]);
+    if (!std::isnan(c[1])) camera_.fixedcamid = static_cast<int>(c[1]);
+    if (!std::isnan(c[2])) camera_.trackbodyid = static_cast<int>(c[2]);
+    for (int i = 0; i < 3; ++i)
+      if (!std::isnan(c[static_cast<std::size_t>(3 + i)]))
+        camera_.lookat[i] = c[static_cast<std::size_t>(3 + i)];
+    if (!std::isnan(c[6])) camera_.distance = c[6];
+    if (!std::isnan(c[7])) camera_.azimuth = c[7];
+    if (!std::isnan(c[8])) camera_.elevation = c[8];
+    if (!std::isnan(c[9])) camera_.orthographic = static_cast<int>(c[9]);
+    aimed_ = true;
+  }
+
+  mjvCamera camera_{};
+  bool aimed_ = false;
+};
+
+}  // namespace aiopool::mujoco
