@@ -369,8 +369,11 @@ def run_gymnasium_vector(env_id: str, shape: Shape, budget: Budget, *, mode: str
     import gymnasium as gym
 
     wrappers = [gym.wrappers.AddRenderObservation] if GYM_KWARGS else None
+    # Rendering workers are spawned: a forked child inherits this process's GL state (its
+    # contexts' driver threads do not come along) and hangs in its first EGL call.
+    vector_kwargs = {"context": "spawn"} if GYM_KWARGS and mode == "async" else None
     env = gym.make_vec(env_id, num_envs=shape.num_envs, vectorization_mode=mode,
-                       wrappers=wrappers, **GYM_KWARGS)
+                       vector_kwargs=vector_kwargs, wrappers=wrappers, **GYM_KWARGS)
     return run_vector_env(env, shape.num_envs, budget)
 
 

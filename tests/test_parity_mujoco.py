@@ -252,8 +252,11 @@ async def test_frames_match_gymnasium_with_rendering_kwargs(frames: dict[str, An
 @pytest.mark.parametrize(("env_id", "pixels", "frame_stack"), [
     ("HalfCheetah-v5", {"width": 84, "height": 84}, 1),
     ("Hopper-v5", {"width": 64, "height": 48}, 3),
-    ("Ant-v5", {"width": 48, "height": 64, "camera_id": -1, "visual_options": {2: True}}, 2),
-    ("Walker2d-v5", {"width": 40, "height": 40, "default_camera_config": {"distance": 3.0}}, 4),
+    pytest.param("Ant-v5", {"width": 48, "height": 64, "camera_id": -1,
+                            "visual_options": {2: True}}, 2, marks=pytest.mark.slow),
+    pytest.param("Walker2d-v5", {"width": 40, "height": 40,
+                                 "default_camera_config": {"distance": 3.0}}, 4,
+                 marks=pytest.mark.slow),
 ], ids=["HalfCheetah-84x84", "Hopper-stack3", "Ant-options-stack2", "Walker2d-camera-stack4"])
 async def test_pixel_observations_match_gymnasium(env_id: str, pixels: dict[str, Any],
                                                   frame_stack: int) -> None:
