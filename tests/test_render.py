@@ -230,3 +230,16 @@ def test_a_rendering_pool_left_open_at_exit_closes_quietly(env_id: str) -> None:
                           timeout=120, env={**os.environ, "SDL_VIDEODRIVER": "dummy"})
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+
+
+def test_a_pool_that_draws_nothing_leaves_the_mujoco_python_package_unimported() -> None:
+    """Importing mujoco's Python package slows MuJoCo's stepping in the whole process (~9 %
+    on Ant-v5, docs/rendering.md): only pools that draw may import it."""
+    code = ("import sys, aiopool\n"
+            "aiopool.make('Ant-v5', num_envs=2).close()\n"
+            "assert 'mujoco' not in sys.modules, 'a state-only pool imported mujoco'\n"
+            "aiopool.make('Ant-v5', num_envs=1, obs_type='pixels', width=16, height=16).close()\n"
+            "assert 'mujoco' in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

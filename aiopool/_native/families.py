@@ -58,9 +58,10 @@ class NativeFamily:
         prepare: ``prepare(env_id, config)`` turns the kwargs of ``make`` (defaults filled in)
             into the config the C++ env takes, setting the ``prepared`` keys (the Control
             Suite: the task's model, compiled by dm_control itself).
-        render_settings: ``render_settings(env_id, render_kwargs)`` turns the rendering kwargs
-            of ``make`` into ``prepared`` keys of the C++ env, which draws its frames (and its
-            pixel observations) with them: MuJoCo's camera, size and visual options.
+        render_settings: ``render_settings(env_id, render_kwargs, config)`` turns the rendering
+            kwargs of ``make`` into ``prepared`` keys of the C++ env, which draws its frames (and
+            its pixel observations) with them: MuJoCo's camera, size and visual options. Called
+            only for pools that draw (the prepared keys' defaults stand otherwise).
     """
 
     name: str
@@ -76,7 +77,7 @@ class NativeFamily:
     not_built: str | None = None
     prepared: frozenset[str] = frozenset()
     prepare: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
-    render_settings: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
+    render_settings: Callable[[str, dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
 
     def matches(self, env_id: str) -> bool:
         """Whether ``env_id`` matches this family's pattern (its listed ids aside)."""
@@ -123,14 +124,14 @@ _CAMERA_FIELDS = ("type", "fixedcamid", "trackbodyid", "lookat", "distance", "az
                   "elevation", "orthographic")
 
 
-def _mujoco_render_settings(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+def _mujoco_render_settings(env_id: str, kwargs: dict[str, Any],
+                            config: dict[str, Any]) -> dict[str, Any]:
     """gymnasium's rendering kwargs of a MuJoCo v5 env as the C++ env's ``render_*`` keys
-    (mujoco_env.h). ``default_camera_config`` not given is the env class's own default, read
-    from gymnasium's signature as gymnasium.make would pass it."""
+    (mujoco_env.h; ``config`` holds their defaults). ``default_camera_config`` not given is the
+    env class's own default, read from gymnasium's signature as gymnasium.make would pass it."""
     import inspect
 
     import gymnasium as gym
-    import mujoco
 
     def count(key: str, low: int) -> int:
         value = kwargs[key]
@@ -169,7 +170,7 @@ def _mujoco_render_settings(env_id: str, kwargs: dict[str, Any]) -> dict[str, An
             at = _CAMERA_FIELDS.index(key) + (2 if _CAMERA_FIELDS.index(key) > 3 else 0)
             numbers[at] = float(value)
     out["render_camera_config"] = tuple(numbers)
-    flags = [-1.0] * int(mujoco.mjtVisFlag.mjNVISFLAG)
+    flags = [-1.0] * len(config["render_visual_flags"])  # MuJoCo's mjNVISFLAG
     for flag, value in (kwargs.get("visual_options") or {}).items():
         if not 0 <= int(flag) < len(flags):
             raise ValueError(f"{env_id}: visual_options has flag {flag!r}; MuJoCo's visual "
