@@ -270,7 +270,9 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
     if render_mode is not None and renders == "python":
         renderer = python_renderer(env_id, {
             **{k: list(v) if kinds[k] == "lines" and v is not None else v
-               for k, v in config.items() if k not in family.render_config}, **render_kwargs})
+               for k, v in config.items()
+               if k not in family.render_config | family.prepared | family.own_kwargs},
+            **render_kwargs})
     elif render_mode is not None and renders == "dm_control":
         renderer = DmControlRenderer(env_id, config["model_file"], int(config["control_steps"]),
                                      render_kwargs)

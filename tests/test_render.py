@@ -243,3 +243,31 @@ def test_a_pool_that_draws_nothing_leaves_the_mujoco_python_package_unimported()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.asyncio
+async def test_mujoco_frames_drawn_by_gymnasium_equal_the_cpp_ones(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With MUJOCO_GL=osmesa or glfw, MuJoCo pools render through gymnasium's own renderer
+    (the env's mjData copied into a gymnasium env made without aiopool's own kwargs); here,
+    on EGL, its frames equal the C++ ones of the same pool's kwargs."""
+    from aiopool import registry
+
+    kwargs = {"num_envs": 2, "seed": 4, "render_mode": "rgb_array", "width": 40, "height": 30,
+              "default_camera_config": {"distance": 3.0, "elevation": -30.0}}
+    frames = []
+    for way in ("native", "python"):
+        monkeypatch.setattr(registry, "_renders", lambda family, env_id, way=way: way)
+        with aiopool.make("Hopper-v5", **kwargs) as pool:
+            pool.async_reset()
+            await pool.recv()
+            frames.append(pool.render())  # each env's camera aimed here, at its first frame
+            for _ in range(3):
+                await pool.step(np.zeros((2, 3), dtype=np.float32))
+            frames.append(pool.render())
+        # aiopool's own kwargs stay out of gymnasium's env
+        with aiopool.make("Hopper-v5", **kwargs, obs_type="pixels", frame_stack=2) as pool:
+            pool.async_reset()
+            assert (await pool.recv()).obs.shape == (2, 2, 30, 40, 3)
+    assert frames[0].tobytes() == frames[2].tobytes()
+    assert frames[1].tobytes() == frames[3].tobytes()

@@ -62,6 +62,9 @@ class NativeFamily:
             kwargs of ``make`` into ``prepared`` keys of the C++ env, which draws its frames (and
             its pixel observations) with them: MuJoCo's camera, size and visual options. Called
             only for pools that draw (the prepared keys' defaults stand otherwise).
+        own_kwargs: kwargs of aiopool's envs that the reference's env does not take (MuJoCo's
+            ``obs_type``, ``frame_stack``): a Python renderer's reference env is made without
+            them.
     """
 
     name: str
@@ -78,6 +81,7 @@ class NativeFamily:
     prepared: frozenset[str] = frozenset()
     prepare: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
     render_settings: Callable[[str, dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
+    own_kwargs: frozenset[str] = frozenset()
 
     def matches(self, env_id: str) -> bool:
         """Whether ``env_id`` matches this family's pattern (its listed ids aside)."""
@@ -197,7 +201,7 @@ MUJOCO = NativeFamily(
     prepared=frozenset({"render_width", "render_height", "render_camera_id",
                         "render_camera_name", "render_max_geom", "render_camera_config",
                         "render_visual_flags"}),
-    render_settings=_mujoco_render_settings)
+    render_settings=_mujoco_render_settings, own_kwargs=frozenset({"obs_type", "frame_stack"}))
 
 
 ATARI = NativeFamily(
