@@ -277,8 +277,9 @@ def _reference(env_id: str, kwargs: dict[str, Any]) -> Any:
     return env.unwrapped
 
 
-# The fields of an MjvCamera that gymnasium's viewer sets or MuJoCo's scene update moves.
-_CAMERA_FIELDS = ("type", "fixedcamid", "trackbodyid", "lookat", "distance", "azimuth",
+# The fields of an MjvCamera that gymnasium's viewer sets (default_camera_config) or MuJoCo's
+# scene update moves.
+CAMERA_FIELDS = ("type", "fixedcamid", "trackbodyid", "lookat", "distance", "azimuth",
                   "elevation", "orthographic")
 
 
@@ -307,7 +308,7 @@ class MujocoRenderer:
             viewer._init_camera()
             renderer._set_cam_config()
         else:
-            for name, value in zip(_CAMERA_FIELDS, saved, strict=True):
+            for name, value in zip(CAMERA_FIELDS, saved, strict=True):
                 if isinstance(value, np.ndarray):
                     getattr(viewer.cam, name)[:] = value
                 else:
@@ -315,7 +316,7 @@ class MujocoRenderer:
         frame = np.asarray(renderer.render("rgb_array"), dtype=np.uint8)
         self._cameras[env_id] = tuple(np.array(v) if isinstance(v := getattr(viewer.cam, n),
                                                                 np.ndarray) else v
-                                      for n in _CAMERA_FIELDS)
+                                      for n in CAMERA_FIELDS)
         return frame
 
     def close(self) -> None:

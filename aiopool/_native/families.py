@@ -122,12 +122,6 @@ def _preload_mujoco() -> None:
             ctypes.CDLL(lib)
 
 
-# The mjvCamera fields default_camera_config may set, in the order render_camera_config holds
-# them (offscreen.h); lookat takes three numbers.
-_CAMERA_FIELDS = ("type", "fixedcamid", "trackbodyid", "lookat", "distance", "azimuth",
-                  "elevation", "orthographic")
-
-
 def _mujoco_render_settings(env_id: str, kwargs: dict[str, Any],
                             config: dict[str, Any]) -> dict[str, Any]:
     """gymnasium's rendering kwargs of a MuJoCo v5 env as the C++ env's ``render_*`` keys
@@ -136,6 +130,8 @@ def _mujoco_render_settings(env_id: str, kwargs: dict[str, Any],
     import inspect
 
     import gymnasium as gym
+
+    from .._render import CAMERA_FIELDS
 
     def count(key: str, low: int) -> int:
         value = kwargs[key]
@@ -161,18 +157,22 @@ def _mujoco_render_settings(env_id: str, kwargs: dict[str, Any],
         module, _, name = str(entry).partition(":")
         cls = getattr(importlib.import_module(module), name)
         camera = inspect.signature(cls).parameters["default_camera_config"].default
-    numbers = [math.nan] * 10
+    # render_camera_config holds the fields in CAMERA_FIELDS' order, lookat as three numbers
+    # (NaN: not set; offscreen.h's Camera::aim reads them in this order).
+    slots: dict[str, int] = {}
+    for field in CAMERA_FIELDS:
+        slots[field] = len(slots) + (2 if "lookat" in slots else 0)
+    numbers = [math.nan] * len(config["render_camera_config"])
     for key, value in (camera or {}).items():
-        if key not in _CAMERA_FIELDS:
+        if key not in slots:
             raise ValueError(f"{env_id}: default_camera_config has {key!r}; an MjvCamera's "
-                             f"fields are {', '.join(_CAMERA_FIELDS)}")
+                             f"fields are {', '.join(CAMERA_FIELDS)}")
         if key == "lookat":
-            numbers[3:6] = [float(v) for v in value]
             if len(value) != 3:
                 raise ValueError(f"{env_id}: default_camera_config's lookat takes 3 numbers")
+            numbers[3:6] = [float(v) for v in value]
         else:
-            at = _CAMERA_FIELDS.index(key) + (2 if _CAMERA_FIELDS.index(key) > 3 else 0)
-            numbers[at] = float(value)
+            numbers[slots[key]] = float(value)
     out["render_camera_config"] = tuple(numbers)
     flags = [-1.0] * len(config["render_visual_flags"])  # MuJoCo's mjNVISFLAG
     for flag, value in (kwargs.get("visual_options") or {}).items():

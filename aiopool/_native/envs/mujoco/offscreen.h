@@ -40,14 +40,10 @@ struct RenderSettings {
   int camera_id = -1;   // -1: the free camera; else a fixed camera (gymnasium's camera_id)
   int max_geom = 1000;  // the scene's geom capacity
   // default_camera_config: mjvCamera fields set after the camera is aimed (NaN: left as is),
-  // in kCameraFields order.
+  // in aiopool/_render.py's CAMERA_FIELDS order, lookat as three numbers.
   std::array<double, 10> camera_config{};
   mjvOption option{};  // mjv_defaultOption, then visual_options' flags
 };
-
-// The fields of default_camera_config, in the order the config's numbers hold them.
-inline constexpr std::array<const char*, 8> kCameraFields = {
-    "type", "fixedcamid", "trackbodyid", "lookat", "distance", "azimuth", "elevation", "orthographic"};
 
 // ---- EGL, loaded at run time ----------------------------------------------------------------
 
