@@ -153,7 +153,7 @@ def _sorted(parts: tuple[Any, ...], order: npt.NDArray[np.intp]) -> Any:
 Parts = Sequence[tuple[str | int, tuple[int, ...]]]
 
 
-def splitter(parts: Parts, names: Sequence[str],
+def splitter(parts: Parts, names: Sequence[str], dtypes: Sequence[npt.DTypeLike] = (),
              ) -> Callable[[tuple[Any, ...]], tuple[Any, ...]] | None:
     """For a native env whose observation is a Tuple / Dict (``EnvSpec.obs_parts``), the
     function that turns the arrays of a taken block, ``(obs, reward, terminated, truncated,
@@ -161,26 +161,40 @@ def splitter(parts: Parts, names: Sequence[str],
     part, and a handle whose ``final_obs`` field (``autoreset="same_step"``) is split alike.
     None for an array observation.
 
-    The row holds the parts one after another in one dtype, so each part is a view of its
-    columns: ``obs[:, start]`` for a scalar (Discrete) part, ``obs[:, start:end]`` reshaped
-    for a Box.
+    The row holds the parts one after another, so each part is a view of its columns:
+    ``obs[:, start]`` for a scalar (Discrete) part, ``obs[:, start:end]`` reshaped for a Box.
+    Where the parts' ``dtypes`` differ (MuJoCo's ``obs_type="state+pixels"``: float64 state,
+    uint8 frames), the row is their bytes and each part is a view of its bytes as its dtype.
     """
     if not parts:
         return None
-    slices: list[tuple[str | int, int | slice, tuple[int, ...]]] = []
+    kinds = {np.dtype(d) for d in dtypes}
+    as_bytes = len(kinds) > 1
+    slices: list[tuple[str | int, int | slice, tuple[int, ...], np.dtype[Any] | None]] = []
     start = 0
-    for key, shape in parts:
+    for i, (key, shape) in enumerate(parts):
         size = math.prod(shape)
-        slices.append((key, start if shape == () else slice(start, start + size), shape))
-        start += size
+        if as_bytes:
+            dtype = np.dtype(dtypes[i])
+            slices.append((key, slice(start, start + size * dtype.itemsize), shape, dtype))
+            start += size * dtype.itemsize
+        else:
+            slices.append((key, start if shape == () else slice(start, start + size), shape, None))
+            start += size
     as_tuple = all(isinstance(key, int) for key, _ in parts)
 
+    def view(flat: npt.NDArray[Any], at: int | slice, shape: tuple[int, ...],
+             dtype: np.dtype[Any] | None) -> npt.NDArray[Any]:
+        if dtype is not None:
+            return flat[:, at].view(dtype).reshape((len(flat), *shape))
+        if isinstance(at, int) or len(shape) == 1:
+            return flat[:, at]
+        return flat[:, at].reshape((len(flat), *shape))
+
     def split_obs(flat: npt.NDArray[Any]) -> Any:
-        n = len(flat)
-        views = ((key, flat[:, at] if isinstance(at, int) or len(shape) == 1
-                  else flat[:, at].reshape((n, *shape))) for key, at, shape in slices)
+        views = ((key, view(flat, at, shape, dtype)) for key, at, shape, dtype in slices)
         if as_tuple:
-            return tuple(view for _, view in views)
+            return tuple(v for _, v in views)
         return dict(views)
 
     final = names.index("final_obs") if "final_obs" in names else -1

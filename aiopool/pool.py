@@ -96,7 +96,7 @@ class Pool:
         self._max_seed: int = int(native.spec.get("max_seed", -1))
         # The doorbell and the finaliser must not reach `self`, or the pool is never collected.
         self._take = _taker(native, self._returned, self._names, self._weak,
-                            splitter(spec.obs_parts, self._names))
+                            splitter(spec.obs_parts, self._names, _part_dtypes(spec)))
         self._doorbell = Doorbell(native, self._take, self._returned.appendleft,
                                   _hander(self._holders), _un_hander(self._holders),
                                   weak_call(weakref.WeakMethod(self._fail_stranded)))
@@ -794,6 +794,12 @@ def int_seeds(seeds: list[int] | None, max_seed: int,
         limit = max_seed if max_seed >= 0 else 2**62
         return (states[:, 1] % np.uint64(limit + 1)).astype(np.int64)
     return np.array([s if s < 2**63 else -1 for s in seeds], dtype=np.int64)
+
+
+def _part_dtypes(spec: EnvSpec) -> list[np.dtype[Any]]:
+    """The dtype of each of ``spec.obs_parts``, from the Tuple / Dict observation space."""
+    space: Any = spec.observation_space
+    return [np.dtype(space[key].dtype) for key, _ in spec.obs_parts]
 
 
 def _taker(native: Any, returned: deque[Item], names: tuple[str, ...],

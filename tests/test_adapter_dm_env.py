@@ -164,6 +164,12 @@ class TestBlackjackConformsToDmEnv(_Conformance, absltest.TestCase):
     env_id = "Blackjack-v1"  # a Tuple observation: a tuple of specs and of values
 
 
+class TestHopperStatePixelsConformsToDmEnv(_Conformance, absltest.TestCase):
+    env_id = "Hopper-v5"  # a Dict of float64 states and uint8 frames, both stacked
+    kwargs = {"obs_type": "state+pixels", "width": 12, "height": 10, "frame_stack": 2,  # noqa: RUF012
+              "max_episode_steps": 40}
+
+
 def _one_task_per_control_suite_domain() -> dict[str, str]:
     tasks: dict[str, str] = {}
     for env_id in sorted(i for i in aiopool.list_envs() if i.startswith("dmc/")):

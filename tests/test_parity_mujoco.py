@@ -98,9 +98,11 @@ class Reference:
     """gymnasium envs driven with the pool's next_step autoreset (gymnasium 1.x vector envs)."""
 
     def __init__(self, env_id: str, n: int, kwargs: dict[str, Any],
-                 max_episode_steps: int | None, frame_stack: int = 0, seed: int = 0) -> None:
+                 max_episode_steps: int | None, frame_stack: int = 0, seed: int = 0,
+                 with_state: bool = False) -> None:
         """``frame_stack`` > 0: pixel observations, gymnasium's AddRenderObservation (and
-        FrameStackObservation where > 1) over ``render_mode="rgb_array"``. Each env renders
+        FrameStackObservation where > 1) over ``render_mode="rgb_array"``; ``with_state``: its
+        ``render_only=False``, a Dict of the state and the frames. Each env renders
         once after its seeded reset before it is wrapped: its viewer's free camera is aimed
         there, at the env's first frame, as aiopool aims it (AddRenderObservation's own first
         frame follows an unseeded reset, which no seed reproduces)."""
@@ -110,7 +112,9 @@ class Reference:
             for i, env in enumerate(self.envs):
                 env.reset(seed=seed + i)
                 env.render()
-            self.envs = [gym.wrappers.AddRenderObservation(_OwnContext(env)) for env in self.envs]
+            self.envs = [gym.wrappers.AddRenderObservation(_OwnContext(env),
+                                                           render_only=not with_state)
+                         for env in self.envs]
         if frame_stack > 1:
             self.envs = [gym.wrappers.FrameStackObservation(env, frame_stack)
                          for env in self.envs]
@@ -142,6 +146,13 @@ def _bits(x: Any) -> bytes:
     return np.asarray(x).tobytes()
 
 
+def _assert_obs(got: npt.NDArray[Any], obs: npt.NDArray[Any], at: str) -> None:
+    assert got.dtype == obs.dtype and _bits(got) == _bits(obs), (
+        f"{at}: obs differs at {np.flatnonzero(got != obs)[:20].tolist()}: "
+        f"{got[got != obs][:20].tolist()} != gymnasium {obs[got != obs][:20].tolist()} "
+        f"({int(np.sum(got != obs))} differ)")
+
+
 def assert_rows(env_id: str, batch: aiopool.Batch, expected: dict[int, Any], where: str) -> int:
     """Compare a batch with gymnasium's rows; returns how many episodes ended."""
     ids = np.asarray(batch.env_id).tolist()
@@ -150,11 +161,14 @@ def assert_rows(env_id: str, batch: aiopool.Batch, expected: dict[int, Any], whe
     for row, i in enumerate(ids):
         obs, reward, terminated, truncated, info, env = expected[i]
         at = f"{env_id} {where}, env {i}"
-        got = np.asarray(batch.obs[row])
-        assert got.dtype == obs.dtype and _bits(got) == _bits(obs), (
-            f"{at}: obs differs at {np.flatnonzero(got != obs)[:20].tolist()}: "
-            f"{got[got != obs][:20].tolist()} != gymnasium {obs[got != obs][:20].tolist()} "
-            f"({int(np.sum(got != obs))} differ)")
+        if isinstance(obs, dict):  # obs_type="state+pixels"
+            assert list(batch.obs) == ["state", "pixels"], f"{at}: obs keys {list(batch.obs)}"
+            for key, want in obs.items():
+                _assert_obs(np.asarray(batch.obs[key][row]), want, f"{at}, obs[{key!r}]")
+            got = np.asarray(batch.obs["state"][row])
+        else:
+            got = np.asarray(batch.obs[row])
+            _assert_obs(got, obs, at)
         if env_id in FULL_STATE and env.spec.kwargs.get(
                 "exclude_current_positions_from_observation", True) is False:
             data = env.unwrapped.data
@@ -178,19 +192,22 @@ def assert_rows(env_id: str, batch: aiopool.Batch, expected: dict[int, Any], whe
 async def run_beside_gymnasium(env_id: str, *, num_envs: int, steps: int, seed: int,
                                kwargs: dict[str, Any], max_episode_steps: int | None,
                                actions: Any = None, frames: dict[str, Any] | None = None,
-                               pixels: dict[str, Any] | None = None, frame_stack: int = 1) -> int:
+                               pixels: dict[str, Any] | None = None, frame_stack: int = 1,
+                               obs_type: str = "pixels") -> int:
     """Step a pool and gymnasium side by side; returns the number of episodes that ended.
     ``frames``: rendering kwargs; both sides render and every frame is compared. ``pixels``:
-    rendering kwargs of pixel observations (``obs_type="pixels"``, ``frame_stack``), compared
-    with gymnasium's AddRenderObservation and FrameStackObservation."""
+    rendering kwargs of pixel observations (``obs_type``: "pixels" or "state+pixels";
+    ``frame_stack``), compared with gymnasium's AddRenderObservation and
+    FrameStackObservation."""
     if frames is not None:
         kwargs = {**kwargs, **frames, "render_mode": "rgb_array"}
     ours = kwargs
     if pixels is not None:
-        ours = {**kwargs, **pixels, "obs_type": "pixels", "frame_stack": frame_stack}
+        ours = {**kwargs, **pixels, "obs_type": obs_type, "frame_stack": frame_stack}
         kwargs = {**kwargs, **pixels, "render_mode": "rgb_array"}
     ref = Reference(env_id, num_envs, kwargs, max_episode_steps,
-                    frame_stack=frame_stack if pixels is not None else 0, seed=seed)
+                    frame_stack=frame_stack if pixels is not None else 0, seed=seed,
+                    with_state=obs_type == "state+pixels")
     with aiopool.make(env_id, num_envs=num_envs, seed=seed, max_episode_steps=max_episode_steps,
                       **ours) as pool:
         assert pool.single_observation_space == ref.envs[0].observation_space
@@ -249,23 +266,31 @@ async def test_frames_match_gymnasium_with_rendering_kwargs(frames: dict[str, An
 
 @pytest.mark.asyncio
 @pytest.mark.asyncio_loop_only
-@pytest.mark.parametrize(("env_id", "pixels", "frame_stack"), [
-    ("HalfCheetah-v5", {"width": 84, "height": 84}, 1),
-    ("Hopper-v5", {"width": 64, "height": 48}, 3),
+@pytest.mark.parametrize(("env_id", "pixels", "frame_stack", "obs_type"), [
+    ("HalfCheetah-v5", {"width": 84, "height": 84}, 1, "pixels"),
+    ("Hopper-v5", {"width": 64, "height": 48}, 3, "pixels"),
+    ("Swimmer-v5", {"width": 33, "height": 21}, 1, "state+pixels"),
+    ("Hopper-v5", {"width": 31, "height": 17}, 2, "state+pixels"),
     pytest.param("Ant-v5", {"width": 48, "height": 64, "camera_id": -1,
-                            "visual_options": {2: True}}, 2, marks=pytest.mark.slow),
+                            "visual_options": {2: True}}, 2, "pixels", marks=pytest.mark.slow),
     pytest.param("Walker2d-v5", {"width": 40, "height": 40,
-                                 "default_camera_config": {"distance": 3.0}}, 4,
+                                 "default_camera_config": {"distance": 3.0}}, 4, "pixels",
                  marks=pytest.mark.slow),
-], ids=["HalfCheetah-84x84", "Hopper-stack3", "Ant-options-stack2", "Walker2d-camera-stack4"])
+    pytest.param("Humanoid-v5", {"width": 24, "height": 24}, 3, "state+pixels",
+                 marks=pytest.mark.slow),
+], ids=["HalfCheetah-84x84", "Hopper-stack3", "Swimmer-state+pixels",
+        "Hopper-state+pixels-stack2", "Ant-options-stack2", "Walker2d-camera-stack4",
+        "Humanoid-state+pixels-stack3"])
 async def test_pixel_observations_match_gymnasium(env_id: str, pixels: dict[str, Any],
-                                                  frame_stack: int) -> None:
+                                                  frame_stack: int, obs_type: str) -> None:
     """obs_type="pixels": each row's observation is gymnasium's AddRenderObservation frame
     (stacked by FrameStackObservation, padded with the reset frame), byte for byte, through
-    episode ends; rewards and infos stay the state env's."""
+    episode ends; rewards and infos stay the state env's. "state+pixels" (odd frame sizes, so
+    the byte row is padded): the Dict of AddRenderObservation(render_only=False), both parts
+    stacked as FrameStackObservation stacks a Dict."""
     episodes = await run_beside_gymnasium(env_id, num_envs=2, steps=30, seed=3, kwargs={},
                                           max_episode_steps=7, pixels=pixels,
-                                          frame_stack=frame_stack)
+                                          frame_stack=frame_stack, obs_type=obs_type)
     assert episodes >= 2 * 3
 
 

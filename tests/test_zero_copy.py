@@ -381,3 +381,33 @@ def test_dict_observation_parts_are_split_in_row_order() -> None:
     np.testing.assert_array_equal(obs["c"], flat[:, 3:7].reshape(4, 2, 2))
     assert all(np.shares_memory(v, flat) and not v.flags.writeable for v in obs.values())
     assert isinstance(handle.array(5), dict) and handle.array(1) is flat
+
+
+def test_parts_of_different_dtypes_are_views_of_the_row_bytes() -> None:
+    """MuJoCo's obs_type="state+pixels": one byte row per env, the float64 state stack first
+    (8-byte aligned), then the uint8 frames, padded to 8 bytes; each part a read-only view of
+    the block, final_obs (same_step) split alike."""
+    kwargs = {"obs_type": "state+pixels", "width": 5, "height": 3, "frame_stack": 2}
+    with aiopool.make("Hopper-v5", num_envs=3, seed=0, autoreset="same_step",
+                      max_episode_steps=2, **kwargs) as pool:
+        pool.async_reset()
+        batch = pool.recv_blocking()
+        state, pixels = batch.obs["state"], batch.obs["pixels"]
+        row = 2 * 11 * 8 + (2 * 3 * 5 * 3 + 7) // 8 * 8  # 176 bytes of state, 90 (96) of frames
+        assert (state.dtype, state.shape, state.strides) == (np.float64, (3, 2, 11),
+                                                             (row, 88, 8))
+        assert (pixels.dtype, pixels.shape, pixels.strides[0]) == (np.uint8, (3, 2, 3, 5, 3),
+                                                                   row)
+        assert pixels.ctypes.data == state.ctypes.data + 176 and state.ctypes.data % 8 == 0
+        assert not state.flags.writeable and not pixels.flags.writeable
+        assert state[:, 0].tobytes() == state[:, 1].tobytes()  # the reset observation, twice
+        assert np.all(np.isfinite(state)) and pixels.any()
+        pool.send(np.zeros((3, 3), dtype=np.float32))
+        batch = pool.recv_blocking()
+        pool.send(np.zeros((3, 3), dtype=np.float32))
+        batch = pool.recv_blocking()  # the time limit: every env ends, same_step resets them
+        assert batch.truncated.all()
+        final = batch.info["final_obs"]
+        assert set(final) == {"state", "pixels"} and final["state"].dtype == np.float64
+        assert final["state"][:, 0].tobytes() != final["state"][:, 1].tobytes()
+        assert batch.obs["state"][:, 0].tobytes() == batch.obs["state"][:, 1].tobytes()

@@ -21,7 +21,8 @@
 //   void export_data(void* dest) const;       // the simulator's state, into the renderer's
 //   void export_model(void* dest) const;      // with export_data, where the env's model changes
 //   bool pixel_obs() const;                   // the observation is the rendered frame:
-//   void write_pixels(uint8_t* obs);          // write() fills a scratch row, this the obs
+//   void write_pixels(uint8_t* obs, std::span<const std::byte> state);  // write() fills a
+//                                             // scratch row (`state`), this the obs row
 // The first renders in C++ (Atari: the screen ale-py's env.render() gives); the others hand
 // the state the reference's own drawing code reads (classic control's `state`, toy text's `s`,
 // MuJoCo's whole mjData; the Control Suite's mjModel too, whose tasks move targets in it) to
@@ -145,15 +146,17 @@ class Config {
 };
 
 // One part of a Tuple or Dict observation (gymnasium's Blackjack): `space.size()` elements of
-// the observation's dtype, after the parts before it.
+// the part's dtype, after the parts before it. Where the parts' dtypes differ, the row is a
+// uint8 Box of their bytes and each part starts at a multiple of its item size.
 struct ObsPart {
   std::string key;  // the Dict key; a Tuple's parts are keyed by position ("0", "1", ...)
   Space space;
 };
 
 struct EnvSpec {
-  // The observation as the row holds it. With `obs_parts`, a flat Box of their elements, one
-  // dtype for all, which Python presents as gymnasium's Tuple / Dict of views of its parts.
+  // The observation as the row holds it. With `obs_parts`, a flat Box of their elements (one
+  // dtype for all, or their bytes), which Python presents as gymnasium's Tuple / Dict of views
+  // of its parts.
   Space observation_space;
   std::vector<ObsPart> obs_parts;  // empty: the observation is observation_space itself
   bool obs_dict = false;           // the parts make a Dict (by key), else a Tuple (in order)

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -232,13 +233,13 @@ class EnvRunner final : public Runner {
   }
 
   void write_env(State& s, void* obs, void* const* info) const {
-    if constexpr (requires(E& e, uint8_t* p) { e.write_pixels(p); }) {
-      if (s.env.pixel_obs()) {  // the state observation to scratch, the frames to the row
+    if constexpr (requires(E& e, uint8_t* p, std::span<const std::byte> b) { e.write_pixels(p, b); }) {
+      if (s.env.pixel_obs()) {  // the state observation to scratch, then the row from it
         thread_local std::vector<std::byte> state;
         state.resize(spec_.state_obs_bytes);
         Row row{state.data(), info};
         s.env.write(row);
-        s.env.write_pixels(static_cast<uint8_t*>(obs));
+        s.env.write_pixels(static_cast<uint8_t*>(obs), state);
         return;
       }
     }

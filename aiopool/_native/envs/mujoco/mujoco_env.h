@@ -38,6 +38,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -165,17 +166,23 @@ inline RenderSettings render_settings(const Config& c, const mjModel* m) {
   return s;
 }
 
-// obs_type: "state" (gymnasium's observation) or "pixels" (the frame gymnasium's
-// AddRenderObservation gives, stacked as FrameStackObservation stacks it when frame_stack > 1).
-inline bool wants_pixels(const Config& c) {
+// obs_type: "state" (gymnasium's observation), "pixels" (the frame gymnasium's
+// AddRenderObservation gives) or "state+pixels" (AddRenderObservation(render_only=False): a Dict
+// of both), stacked as FrameStackObservation stacks them when frame_stack > 1.
+enum class ObsType { kState, kPixels, kStatePixels };
+
+inline ObsType obs_type(const Config& c) {
   const std::string& t = c.get_string("obs_type");
-  if (t != "state" && t != "pixels")
-    throw std::invalid_argument("obs_type is '" + t + "', expected 'state' or 'pixels'");
+  if (t != "state" && t != "pixels" && t != "state+pixels")
+    throw std::invalid_argument("obs_type is '" + t + "', expected 'state', 'pixels' or 'state+pixels'");
   if (c.get_int("frame_stack") < 1) throw std::invalid_argument("frame_stack must be >= 1");
   if (t == "state" && c.get_int("frame_stack") != 1)
-    throw std::invalid_argument("frame_stack stacks pixel observations: set obs_type='pixels'");
-  return t == "pixels";
+    throw std::invalid_argument(
+        "frame_stack stacks pixel observations: set obs_type='pixels' or 'state+pixels'");
+  return t == "state" ? ObsType::kState : t == "pixels" ? ObsType::kPixels : ObsType::kStatePixels;
 }
+
+inline bool wants_pixels(const Config& c) { return obs_type(c) != ObsType::kState; }
 
 // xml_file and frame_skip, which every v5 env takes, then the env's own keys, then the
 // observation and rendering keys.
@@ -215,21 +222,39 @@ inline Space action_space(const mjModel* m) {
 // The spec every v5 env shares: the model's action space, `obs_size` float64s, the env's info
 // fields, then `mujoco_warning` and `mujoco_error`. chunk 1: a step takes tens of microseconds.
 // With obs_type="pixels" the observation is the frame (uint8 height x width x 3), or
-// frame_stack of them. Frames are (height, width, 3) at gymnasium's metadata["render_fps"].
+// frame_stack of them; with "state+pixels" a Dict of the state ("state", float64) and the frames
+// ("pixels"), each stacked, held in one byte row: the state first (8-byte aligned), then the
+// frames, padded to 8 bytes. Frames are (height, width, 3) at gymnasium's metadata["render_fps"].
 inline EnvSpec make_spec(const Config& c, const mjModel* m, int64_t obs_size, std::vector<Field> info) {
   EnvSpec s;
   const RenderSettings r = render_settings(c, m);
   s.render_shape = {r.height, r.width, 3};
   s.render_fps = std::nearbyint(1.0 / (m->opt.timestep * static_cast<double>(c.get_int("frame_skip"))));
-  if (wants_pixels(c)) {
-    const int64_t k = c.get_int("frame_stack");
-    s.observation_space = {Space::Kind::kBox, DType::kUInt8, {r.height, r.width, 3}, {}, {}, 0};
-    if (k > 1) s.observation_space.shape.insert(s.observation_space.shape.begin(), k);
-    s.observation_space.low.assign(static_cast<std::size_t>(s.observation_space.size()), 0.0);
-    s.observation_space.high.assign(static_cast<std::size_t>(s.observation_space.size()), 255.0);
-    s.state_obs_bytes = static_cast<std::size_t>(obs_size) * sizeof(double);
-  } else {
+  const ObsType type = obs_type(c);
+  if (type == ObsType::kState) {
     s.observation_space = unbounded(obs_size);
+  } else {
+    const int64_t k = c.get_int("frame_stack");
+    Space pixels{Space::Kind::kBox, DType::kUInt8, {r.height, r.width, 3}, {}, {}, 0};
+    if (k > 1) pixels.shape.insert(pixels.shape.begin(), k);
+    pixels.low.assign(static_cast<std::size_t>(pixels.size()), 0.0);
+    pixels.high.assign(static_cast<std::size_t>(pixels.size()), 255.0);
+    s.state_obs_bytes = static_cast<std::size_t>(obs_size) * sizeof(double);
+    if (type == ObsType::kPixels) {
+      s.observation_space = std::move(pixels);
+    } else {
+      Space state = unbounded(obs_size * k);
+      if (k > 1) state.shape = {k, obs_size};
+      const int64_t bytes = (state.size() * 8 + pixels.size() + 7) / 8 * 8;
+      s.observation_space = {Space::Kind::kBox,
+                             DType::kUInt8,
+                             {bytes},
+                             std::vector<double>(static_cast<std::size_t>(bytes), 0.0),
+                             std::vector<double>(static_cast<std::size_t>(bytes), 255.0),
+                             0};
+      s.obs_parts = {{"state", std::move(state)}, {"pixels", std::move(pixels)}};
+      s.obs_dict = true;
+    }
   }
   s.action_space = action_space(m);
   s.info = std::move(info);
@@ -255,7 +280,8 @@ class MujocoEnv {
         init_qpos(d->qpos, d->qpos + m->nq),
         init_qvel(d->qvel, d->qvel + m->nv),
         render_(render_settings(config, m)),
-        stack_(wants_pixels(config) ? static_cast<std::size_t>(config.get_int("frame_stack")) : 0) {
+        stack_(wants_pixels(config) ? static_cast<std::size_t>(config.get_int("frame_stack")) : 0),
+        with_state_(obs_type(config) == ObsType::kStatePixels) {
     if (frame_skip < 1) throw std::invalid_argument("frame_skip must be >= 1");
     if (stack_ > 0) Egl::get();  // no EGL: an error at make(), not on a worker
   }
@@ -283,27 +309,40 @@ class MujocoEnv {
     if (!ok) throw std::runtime_error(std::string("MuJoCo could not render: ") + t_trap.message);
   }
 
-  // Pixel observations (obs_type="pixels"): the runner writes the state observation to scratch
-  // (state_obs_bytes) and the frames here. After a reset every slot of the stack holds the new
-  // frame (FrameStackObservation's padding "reset"); after a step the stack moves up by one.
+  // Pixel observations (obs_type="pixels" or "state+pixels"): the runner writes the state
+  // observation to scratch (`state`, EnvSpec::state_obs_bytes) and calls this with the row. The
+  // row holds the state stack (state+pixels only), then the frame stack. After a reset every
+  // slot of a stack holds the new observation (FrameStackObservation's padding "reset"); after
+  // a step each stack moves up by one.
   bool pixel_obs() const { return stack_ > 0; }
-  void write_pixels(uint8_t* obs) {
+  void write_pixels(uint8_t* obs, std::span<const std::byte> state) {
     const std::size_t frame =
         3 * static_cast<std::size_t>(render_.width) * static_cast<std::size_t>(render_.height);
-    uint8_t* last = obs + (stack_ - 1) * frame;
-    if (!fresh_ && stack_ > 1) std::memcpy(obs, frames_.data() + frame, (stack_ - 1) * frame);
+    const std::size_t states = with_state_ ? state.size() * stack_ : 0;
+    if (with_state_) stack_into(obs, reinterpret_cast<const uint8_t*>(state.data()), state.size(), 0);
+    uint8_t* last = obs + states + (stack_ - 1) * frame;
     const bool ok = trapped([&] { camera_.draw(model_, d, render_, last); });
     if (!ok) {  // a GL failure: a black frame and the env's error, never a worker's crash
       std::memset(last, 0, frame);
       record_error();
     }
-    if (fresh_)
-      for (std::size_t k = 0; k + 1 < stack_; ++k) std::memcpy(obs + k * frame, last, frame);
-    if (stack_ > 1) frames_.assign(obs, obs + stack_ * frame);
+    stack_into(obs + states, last, frame, states);
+    if (stack_ > 1) last_obs_.assign(obs, obs + states + stack_ * frame);
     fresh_ = false;
   }
 
  private:
+  // One stack of `stack_` slots of `unit` bytes at `dest`, whose last slot is to hold `latest`
+  // (which may already be there); `at`: its offset in the row, where last_obs_ holds the
+  // previous observation's stack.
+  void stack_into(uint8_t* dest, const uint8_t* latest, std::size_t unit, std::size_t at) {
+    uint8_t* last = dest + (stack_ - 1) * unit;
+    if (!fresh_ && stack_ > 1) std::memmove(dest, last_obs_.data() + at + unit, (stack_ - 1) * unit);
+    if (last != latest) std::memcpy(last, latest, unit);
+    if (fresh_)
+      for (std::size_t k = 0; k + 1 < stack_; ++k) std::memcpy(dest + k * unit, latest, unit);
+  }
+
   std::shared_ptr<const mjModel> model_;
   std::unique_ptr<mjData, void (*)(mjData*)> data_;
   std::unique_ptr<std::mutex> error_mu_ = std::make_unique<std::mutex>();
@@ -459,9 +498,10 @@ class MujocoEnv {
   bool failed_ = false;
   RenderSettings render_;
   mutable Camera camera_;
-  std::size_t stack_;            // frames per pixel observation; 0: state observations
-  bool fresh_ = true;            // reset since the last pixel observation
-  std::vector<uint8_t> frames_;  // the last stacked observation (frame_stack > 1)
+  std::size_t stack_;              // frames per pixel observation; 0: state observations
+  bool with_state_;                // obs_type="state+pixels": the row holds the states too
+  bool fresh_ = true;              // reset since the last pixel observation
+  std::vector<uint8_t> last_obs_;  // the last stacked observation (frame_stack > 1)
 };
 
 }  // namespace aiopool::mujoco
