@@ -327,6 +327,38 @@ class MujocoRenderer:
 DM_CONTROL_RENDER = {"width": 320, "height": 240, "camera_id": -1}
 
 
+def dm_control_render_kwargs(env_id: str, kwargs: dict[str, Any], model: Any) -> dict[str, Any]:
+    """physics.render's kwargs (``width``, ``height``, ``camera_id``: -1 the free camera, an
+    index, or a camera's name) with its defaults, checked against the task's compiled model
+    (a ``mujoco.MjModel``) as physics.render checks them; clear errors otherwise."""
+    import mujoco
+
+    unknown = kwargs.keys() - DM_CONTROL_RENDER.keys()
+    if unknown:
+        raise TypeError(f"{env_id}: {', '.join(sorted(unknown))} is not a kwarg of "
+                        "physics.render (it takes width, height, camera_id)")
+    out = {**DM_CONTROL_RENDER, **kwargs}
+    names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(model.ncam)]
+    camera = out["camera_id"]
+    if isinstance(camera, str):
+        if camera not in names:
+            raise ValueError(f"{env_id}: camera_id={camera!r} is not one of its cameras "
+                             f"{names} (or an index, -1 the free camera)")
+    elif isinstance(camera, bool) or not isinstance(camera, int | np.integer) or not (
+            -1 <= camera < model.ncam):
+        raise ValueError(f"{env_id}: camera_id={camera!r}, expected -1 (the free camera), "
+                         f"an index below {model.ncam} or one of {names}")
+    buffer = {"width": model.vis.global_.offwidth, "height": model.vis.global_.offheight}
+    for key in ("width", "height"):
+        size = out[key]
+        if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
+            raise ValueError(f"{env_id}: {key}={size!r}, expected a positive int")
+        if size > buffer[key]:
+            raise ValueError(f"{env_id}: {key}={size} > the model's offscreen framebuffer "
+                             f"{key} {buffer[key]} (physics.render's limit)")
+    return out
+
+
 class DmControlRenderer:
     """Draws Control Suite envs' frames with dm_control's ``physics.render``: each env's model
     and data are copied into one ``Physics`` loaded from the task's compiled model (the MJB file
@@ -346,27 +378,13 @@ class DmControlRenderer:
                 f"{env_id} renders through dm_control, which chose {_render.BACKEND or 'no'} GL "
                 "backend when it was first imported, and there is no display here: set "
                 "MUJOCO_GL=egl (or osmesa) before dm_control is imported")
-        unknown = kwargs.keys() - DM_CONTROL_RENDER.keys()
-        if unknown:
-            raise TypeError(f"{env_id}: {', '.join(sorted(unknown))} is not a kwarg of "
-                            "physics.render (it takes width, height, camera_id)")
-        self._kwargs = {**DM_CONTROL_RENDER, **kwargs}
         self._physics: Any = dm_mujoco.Physics.from_binary_path(model_file)
+        try:
+            self._kwargs = dm_control_render_kwargs(env_id, kwargs, self._physics.model.ptr)
+        except (TypeError, ValueError):
+            self.close()
+            raise
         model = self._physics.model
-        self.camera_names = tuple(model.id2name(i, "camera") for i in range(model.ncam))
-        camera = self._kwargs["camera_id"]
-        if isinstance(camera, str):
-            if camera not in self.camera_names:
-                raise ValueError(f"{env_id}: camera_id={camera!r} is not one of its cameras "
-                                 f"{list(self.camera_names)} (or an index, -1 the free camera)")
-        elif isinstance(camera, bool) or not isinstance(camera, int | np.integer) or not (
-                -1 <= camera < model.ncam):
-            raise ValueError(f"{env_id}: camera_id={camera!r}, expected -1 (the free camera), "
-                             f"an index below {model.ncam} or one of {list(self.camera_names)}")
-        for key in ("width", "height"):
-            size = self._kwargs[key]
-            if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
-                raise ValueError(f"{env_id}: {key}={size!r}, expected a positive int")
         self.fps = 1.0 / (model.opt.timestep * control_steps)
         self._model = int(model.ptr._address)
         self._data = int(self._physics.data.ptr._address)

@@ -268,6 +268,86 @@ async def test_frames_match_dm_control_physics_render(env_id: str, frames: dict[
     assert ended >= NUM_ENVS
 
 
+class PixelReference(Reference):
+    """dm_control's environments under its ``pixels.Wrapper`` (``pixels_only`` unless
+    ``with_state``), each part stacked ``frame_stack`` deep as gymnasium's FrameStackObservation
+    stacks a Dict (oldest first, the first observation repeated after a reset)."""
+
+    def __init__(self, env_id: str, kwargs: dict[str, Any], seed: int, mode: str,
+                 render: dict[str, Any], with_state: bool, frame_stack: int) -> None:
+        from dm_control.suite.wrappers import pixels
+
+        super().__init__(env_id, kwargs, seed, mode)
+        self.envs = [pixels.Wrapper(env, pixels_only=not with_state, render_kwargs=render)
+                     for env in self.envs]
+        self.k = frame_stack
+        self.stacks: list[list[Any]] = [[] for _ in self.envs]
+
+    def _stacked(self, i: int, obs: Any, fresh: bool) -> Any:
+        if self.k == 1:
+            return obs
+        self.stacks[i] = [obs] * self.k if fresh else [*self.stacks[i][1:], obs]
+        return collections.OrderedDict((key, np.stack([o[key] for o in self.stacks[i]]))
+                                       for key in obs)
+
+    def reset(self, ids: list[int]) -> dict[int, Any]:
+        rows = super().reset(ids)
+        return {i: (self._stacked(i, row[0], True), *row[1:]) for i, row in rows.items()}
+
+    def step(self, actions: npt.NDArray[np.float64], ids: list[int]) -> dict[int, Any]:
+        firsts = {i: self.envs[i]._env._reset_next_step for i in ids}  # dm_control resets now
+        rows = super().step(actions, ids)
+        out = {}
+        for i, (obs, reward, terminated, truncated, final) in rows.items():
+            if final is not None:  # same_step: the ended episode's stack, then a new one
+                final = self._stacked(i, final, False)
+                obs = self._stacked(i, obs, True)
+            else:
+                obs = self._stacked(i, obs, firsts[i])
+            out[i] = (obs, reward, terminated, truncated, final)
+        return out
+
+
+@pytest.mark.asyncio
+@pytest.mark.asyncio_loop_only
+@pytest.mark.parametrize(("env_id", "obs_type", "render", "frame_stack", "mode"), [
+    ("dmc/cheetah-run", "pixels", {"width": 84, "height": 84, "camera_id": 0}, 1, "next_step"),
+    ("dmc/reacher-easy", "pixels", {"width": 32, "height": 24}, 3, "same_step"),
+    ("dmc/finger-turn_hard", "state+pixels", {"width": 30, "height": 22,
+                                              "camera_id": "cam0"}, 2, "disabled"),
+    pytest.param("dmc/quadruped-escape", "state+pixels", {"width": 40, "height": 40,
+                                                          "camera_id": 2}, 1, "next_step",
+                 marks=pytest.mark.slow),
+    pytest.param("dmc/walker-walk", "pixels", {"width": 64, "height": 64}, 3, "same_step",
+                 marks=pytest.mark.slow),
+], ids=["cheetah-84x84", "reacher-stack3", "finger-state+pixels-stack2", "escape-state+pixels",
+        "walker-stack3"])
+async def test_pixel_observations_match_dm_control_pixels_wrapper(
+        env_id: str, obs_type: str, render: dict[str, Any], frame_stack: int, mode: str) -> None:
+    """obs_type="pixels" / "state+pixels": each row's observation is dm_control's
+    ``pixels.Wrapper`` observation (pixels_only True / False; the task's parts, then "pixels"),
+    drawn by the worker threads, byte for byte through episode ends in every autoreset mode;
+    frame_stack stacks each part."""
+    kwargs = {"time_limit": 0.1}
+    ref = PixelReference(env_id, kwargs, 5, mode, render, obs_type == "state+pixels",
+                         frame_stack)
+    with aiopool.make(env_id, num_envs=NUM_ENVS, num_threads=2, seed=5, autoreset=mode,
+                      obs_type=obs_type, frame_stack=frame_stack, **render, **kwargs) as pool:
+        space = pool.single_observation_space
+        assert sorted(space) == sorted(ref.envs[0].observation_spec())  # a Dict sorts its keys
+        assert space["pixels"].shape == ((frame_stack,) if frame_stack > 1 else ()) + (
+            render["height"], render["width"], 3)
+        pool.async_reset()
+        ended = _assert_rows(await pool.recv(), ref.reset(list(range(NUM_ENVS))), "reset")
+        rng = np.random.default_rng(0)
+        nu = pool.single_action_space.shape[0]
+        for t in range(25):
+            batch, expected = await step_in_mode(pool, ref, rng.uniform(-1, 1, (NUM_ENVS, nu)),
+                                                 mode)
+            ended += _assert_rows(batch, expected, f"step {t}")
+        assert ended >= 2 * NUM_ENVS
+
+
 def test_rendering_kwargs_and_cameras_are_physics_render_s() -> None:
     with aiopool.make("dmc/cheetah-run", num_envs=1, render_mode="rgb_array",
                       camera_id="side") as pool:
@@ -311,6 +391,11 @@ def test_ids_specs_and_kwargs_are_dm_control_s() -> None:
     ({"time_limit": 0.0}, ValueError, "time_limit is 0.0, expected seconds > 0"),
     ({"n_sub_steps": -1}, ValueError, "n_sub_steps is -1"),
     ({"num_poles": 2}, TypeError, "unexpected keyword argument 'num_poles'"),
+    ({"render_width": 64}, TypeError, "unexpected keyword argument 'render_width'"),
+    ({"obs_type": "rgb"}, ValueError, "obs_type is 'rgb', expected 'state', 'pixels' or"),
+    ({"frame_stack": 2}, ValueError, "frame_stack stacks pixel observations"),
+    ({"obs_type": "pixels", "width": 2000}, ValueError,
+     "width=2000 > the model's offscreen framebuffer width 640"),
 ])
 def test_bad_kwargs_are_clear_errors(kwargs: dict[str, Any], error: type[Exception],
                                      match: str) -> None:

@@ -271,3 +271,30 @@ async def test_mujoco_frames_drawn_by_gymnasium_equal_the_cpp_ones(
             assert (await pool.recv()).obs.shape == (2, 2, 30, 40, 3)
     assert frames[0].tobytes() == frames[2].tobytes()
     assert frames[1].tobytes() == frames[3].tobytes()
+
+
+@pytest.mark.asyncio
+async def test_control_suite_frames_drawn_by_dm_control_equal_the_cpp_ones(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With MUJOCO_GL=osmesa or glfw, Control Suite pools render through dm_control's own
+    physics.render (each env's model and data copied into one Physics); here, on EGL, its frames
+    equal the C++ ones (offscreen.h's draw_dm_control), with a camera by name and a task that
+    moves its targets in its model; pixel observations stay C++ either way."""
+    from aiopool import registry
+
+    kwargs = {"num_envs": 2, "seed": 4, "render_mode": "rgb_array", "width": 40, "height": 30,
+              "camera_id": "cam0", "time_limit": 0.05}
+    frames = []
+    for way in ("native", "dm_control"):
+        monkeypatch.setattr(registry, "_renders", lambda family, env_id, way=way: way)
+        with aiopool.make("dmc/finger-turn_hard", **kwargs, obs_type="state+pixels") as pool:
+            pool.async_reset()
+            batch = await pool.recv()
+            frames.append(pool.render())
+            # the same frames, drawn by the workers and by the renderer
+            assert np.array_equal(batch.obs["pixels"], frames[-1][batch.env_id]), way
+            for _ in range(7):  # through an episode end (5 steps)
+                await pool.step(np.zeros((2, 2)))
+            frames.append(pool.render())
+    assert frames[0].tobytes() == frames[2].tobytes()
+    assert frames[1].tobytes() == frames[3].tobytes()

@@ -229,8 +229,10 @@ BOX2D = NativeFamily(
 DMC_VERSION = "1.0.50"  # dm_control, the reference: its models, tasks and MuJoCo (3.17.0)
 # (id, time_limit, n_sub_steps, task kwargs) -> the MJB file, n_sub_steps and step limit.
 _DMC_MODELS: dict[tuple[Any, ...], tuple[str, int, float]] = {}
-_DMC_PREPARED = frozenset({"model_file", "control_steps", "step_limit"})
+_DMC_PREPARED = frozenset({"model_file", "control_steps", "step_limit", "render_width",
+                           "render_height", "render_camera_id"})
 _DMC_ENVIRONMENT = frozenset({"time_limit", "n_sub_steps", "flat_observation"})
+_DMC_OWN = frozenset({"obs_type", "frame_stack"})  # pixel observations: aiopool's own kwargs
 _DMC_DIR: list[tempfile.TemporaryDirectory[str]] = []
 
 
@@ -256,7 +258,8 @@ def _prepare_dmc(env_id: str, config: dict[str, Any]) -> dict[str, Any]:
                          "no limit)")
     if n_sub_steps < 0:
         raise ValueError(f"{env_id}: n_sub_steps is {n_sub_steps}, expected >= 1 (0: the task's)")
-    task_kwargs = {k: v for k, v in config.items() if k not in _DMC_PREPARED | _DMC_ENVIRONMENT}
+    task_kwargs = {k: v for k, v in config.items()
+                   if k not in _DMC_PREPARED | _DMC_ENVIRONMENT | _DMC_OWN}
     key = (env_id, time_limit, n_sub_steps, *sorted(task_kwargs.items()))
     if key not in _DMC_MODELS:
         try:
@@ -279,6 +282,23 @@ def _prepare_dmc(env_id: str, config: dict[str, Any]) -> dict[str, Any]:
     return {**config, "model_file": path, "control_steps": steps,
             "step_limit": limit if limit != float("inf") else 0.0}
 
+
+def _dmc_render_settings(env_id: str, render_kwargs: dict[str, Any],
+                         config: dict[str, Any]) -> dict[str, Any]:
+    """physics.render's kwargs, checked against the task's compiled model as dm_control checks
+    them (a camera's name becomes its index), as the C++ env's render_* keys: its frames and
+    pixel observations are drawn in C++ (../mujoco/offscreen.h's draw_dm_control)."""
+    import mujoco
+
+    from .._render import dm_control_render_kwargs
+
+    model = mujoco.MjModel.from_binary_path(config["model_file"])
+    kwargs = dm_control_render_kwargs(env_id, render_kwargs, model)
+    camera = kwargs["camera_id"]
+    if isinstance(camera, str):
+        camera = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
+    return {"render_width": int(kwargs["width"]), "render_height": int(kwargs["height"]),
+            "render_camera_id": int(camera)}
 
 
 # The DeepMind Control Suite (dmc_module.cc): dm_control's tasks on the same libmujoco, ids
@@ -304,8 +324,10 @@ DMC = NativeFamily(
                    "dmc/manipulator-insert_ball", "dmc/manipulator-insert_peg", "dmc/dog-stand",
                    "dmc/dog-walk", "dmc/dog-trot", "dmc/dog-run", "dmc/dog-fetch"}),
     finite_actions=False, preload=_preload_mujoco,
-    prepared=_DMC_PREPARED, prepare=_prepare_dmc, renders="dm_control",
-    render_kwargs=frozenset({"width", "height", "camera_id"}))
+    prepared=_DMC_PREPARED, prepare=_prepare_dmc,
+    renders="native" if _mujoco_renders() == "native" else "dm_control",
+    render_kwargs=frozenset({"width", "height", "camera_id"}),
+    render_settings=_dmc_render_settings, own_kwargs=_DMC_OWN)
 
 
 FAMILIES: tuple[NativeFamily, ...] = (CLASSIC_CONTROL, TOY_TEXT, MUJOCO, ATARI, BOX2D, DMC)

@@ -24,6 +24,12 @@
 // during a step; here the episode ends there (truncated, reward 0) and the warning's name is the
 // env's error (pool.env_error). A mju_error (mujoco.FatalError in Python) is trapped as the
 // MuJoCo family traps it (../mujoco/errors.h) and ends the episode the same way.
+//
+// Frames: physics.render(height, width, camera_id), drawn in C++ (../mujoco/offscreen.h's
+// draw_dm_control) on the thread that asks, from each env's own model and data. Pixel
+// observations (obs_type): "pixels" is dm_control's pixels.Wrapper (an OrderedDict of the frame
+// under "pixels"), "state+pixels" its pixels_only=False (the task's observations, then
+// "pixels"); frame_stack > 1 stacks each part as gymnasium's FrameStackObservation stacks a Dict.
 #pragma once
 
 #include <mujoco/mujoco.h>
@@ -37,6 +43,7 @@
 #include <memory>
 #include <mutex>
 #include <numbers>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -45,6 +52,7 @@
 #include "../../numpy_math.h"
 #include "../../registry.h"
 #include "../mujoco/errors.h"
+#include "../mujoco/offscreen.h"
 
 namespace aiopool::dmc {
 
@@ -353,27 +361,41 @@ class Dmc {
                                    {"flat_observation", ConfigKey::Kind::kBool, 0.0},
                                    {"model_file", ConfigKey::Kind::kString, 0.0, ""},
                                    {"control_steps", ConfigKey::Kind::kInt, 1.0},
-                                   {"step_limit", ConfigKey::Kind::kFloat, 0.0}};
+                                   {"step_limit", ConfigKey::Kind::kFloat, 0.0},
+                                   {"obs_type", ConfigKey::Kind::kString, 0.0, "state"},
+                                   {"frame_stack", ConfigKey::Kind::kInt, 1.0},
+                                   {"render_width", ConfigKey::Kind::kInt, 320.0},
+                                   {"render_height", ConfigKey::Kind::kInt, 240.0},
+                                   {"render_camera_id", ConfigKey::Kind::kInt, -1.0}};
     for (const ConfigKey& k : Task::task_keys()) keys.push_back(k);
     return keys;
   }
 
   static EnvSpec spec(const Config& config) {
     EnvSpec s;
-    const std::vector<Part> parts = Task::parts(config);
+    const std::vector<Part> parts = state_parts(config);
     int64_t total = 0;
     for (const Part& p : parts) total += p.count();
     const double inf = std::numeric_limits<double>::infinity();
+    const std::string& path = config.get_string("model_file");
+    if (path.empty()) throw std::invalid_argument("the Control Suite envs are made through aiopool.make");
+    const std::shared_ptr<const mjModel> m = load_model(path);
+    const mujoco::RenderSettings r = render_settings(config, m.get());
+    s.render_shape = {r.height, r.width, 3};
+    s.render_fps = 1.0 / (m->opt.timestep * static_cast<double>(config.get_int("control_steps")));
+    const ObsType type = obs_type(config);
+    const int64_t k = type == ObsType::kState ? 1 : config.get_int("frame_stack");
     s.observation_space = {Space::Kind::kBox,
                            DType::kFloat64,
                            {total},
                            std::vector<double>(total, -inf),
                            std::vector<double>(total, inf)};
-    if (!config.get_bool("flat_observation")) {
+    if (type != ObsType::kState || !config.get_bool("flat_observation")) {
       s.obs_dict = true;
-      for (const Part& p : parts) {
-        const int64_t n = p.count();
+      for (const Part& p : type == ObsType::kPixels ? std::vector<Part>{} : parts) {
+        const int64_t n = p.count() * k;
         std::vector<int64_t> shape;
+        if (k > 1) shape.push_back(k);
         if (p.size != 0) shape.push_back(p.size);
         if (p.cols != 0) shape.push_back(p.cols);
         s.obs_parts.push_back({p.name,
@@ -381,9 +403,21 @@ class Dmc {
                                 std::vector<double>(n, inf)}});
       }
     }
-    const std::string& path = config.get_string("model_file");
-    if (path.empty()) throw std::invalid_argument("the Control Suite envs are made through aiopool.make");
-    const std::shared_ptr<const mjModel> m = load_model(path);
+    if (type != ObsType::kState) {  // the frames after the state parts, in one byte row
+      std::vector<int64_t> shape = {r.height, r.width, 3};
+      if (k > 1) shape.insert(shape.begin(), k);
+      const int64_t n = k * r.height * r.width * 3;
+      s.obs_parts.push_back({"pixels",
+                             {Space::Kind::kBox, DType::kUInt8, shape, std::vector<double>(n, 0.0),
+                              std::vector<double>(n, 255.0)}});
+      s.state_obs_bytes = static_cast<std::size_t>(total) * sizeof(double);
+      const int64_t bytes = type == ObsType::kPixels ? n : (total * k * 8 + n + 7) / 8 * 8;
+      s.observation_space = {Space::Kind::kBox,
+                             DType::kUInt8,
+                             {bytes},
+                             std::vector<double>(bytes, 0.0),
+                             std::vector<double>(bytes, 255.0)};
+    }
     std::vector<double> low(static_cast<std::size_t>(m->nu)), high(low.size());
     for (int i = 0; i < m->nu; ++i) {
       const bool limited = m->actuator_ctrllimited[i] != 0;
@@ -399,9 +433,19 @@ class Dmc {
   }
 
   explicit Dmc(const Config& config)
-      : physics_(load_model(config.get_string("model_file")).get()),
+      : assets_(load_model(config.get_string("model_file"))),
+        physics_(assets_.get()),
         task_(physics_, config),
-        control_steps_(static_cast<int>(config.get_int("control_steps"))) {}
+        control_steps_(static_cast<int>(config.get_int("control_steps"))),
+        render_(render_settings(config, assets_.get())),
+        pixels_(
+            obs_type(config) == ObsType::kState ? 0 : static_cast<std::size_t>(config.get_int("frame_stack")),
+            3 * static_cast<std::size_t>(render_.width) * static_cast<std::size_t>(render_.height)) {
+    if (obs_type(config) == ObsType::kStatePixels)
+      for (const Part& p : state_parts(config))
+        units_.push_back(static_cast<std::size_t>(p.count()) * sizeof(double));
+    if (pixels_.active()) mujoco::Egl::get();  // no EGL: an error at make(), not on a worker
+  }
 
   void reset(Rng& rng) {
     if (const int64_t seed = rng.take_seed(); seed >= 0) {
@@ -410,6 +454,7 @@ class Dmc {
       if constexpr (requires { task_.seeded(physics_, random_); }) task_.seeded(physics_, random_);
     }
     failed_ = false;
+    pixels_.reset();
     physics_.reset();  // reset_context(): a PhysicsError here is ignored, as dm_control does
     task_.initialize_episode(physics_, random_);
     const auto before = physics_.warnings();
@@ -440,10 +485,68 @@ class Dmc {
     mj_copyData(static_cast<mjData*>(dest), physics_.model(), physics_.data());
   }
 
+  // physics.render(height, width, camera_id) of the current state, drawn on this thread.
+  void render(uint8_t* rgb) const {
+    if (!mujoco::trapped(
+            [&] { mujoco::draw_dm_control(assets_, physics_.model(), physics_.data(), render_, rgb); }))
+      throw std::runtime_error(std::string("MuJoCo could not render: ") + mujoco::t_trap.message);
+  }
+
+  // Pixel observations: the runner writes the task's observation to scratch (`state`) and calls
+  // this with the row: each state part's stack (state+pixels), then the frames' (PixelStacks).
+  bool pixel_obs() const { return pixels_.active(); }
+  void write_pixels(uint8_t* obs, std::span<const std::byte> state) {
+    pixels_.write(obs, state.data(), units_, [&](uint8_t* frame) {
+      if (!mujoco::trapped(
+              [&] { mujoco::draw_dm_control(assets_, physics_.model(), physics_.data(), render_, frame); })) {
+        // a GL failure: a black frame and the env's error, never a worker's crash
+        std::memset(frame, 0,
+                    3 * static_cast<std::size_t>(render_.width) * static_cast<std::size_t>(render_.height));
+        error_ = std::string("MuJoCo could not render: ") + mujoco::t_trap.message;
+      }
+    });
+  }
+
   bool failed() const { return failed_; }
   const std::string& error() const { return error_; }  // the last one, kept through resets
 
  private:
+  using ObsType = mujoco::ObsType;
+
+  // obs_type: "state" (the task's observations), "pixels" or "state+pixels" (dm_control's
+  // pixels.Wrapper, pixels_only True / False); frame_stack stacks pixel observations.
+  static ObsType obs_type(const Config& c) {
+    return mujoco::parse_obs_type(c.get_string("obs_type"), c.get_int("frame_stack"));
+  }
+
+  // The task's observation parts, or with flat_observation one part, "observations" (what
+  // dm_control's flatten_observation gives; a state pool presents it as one Box).
+  static std::vector<Part> state_parts(const Config& config) {
+    std::vector<Part> parts = Task::parts(config);
+    if (!config.get_bool("flat_observation")) return parts;
+    int64_t total = 0;
+    for (const Part& p : parts) total += p.count();
+    return {{"observations", total}};
+  }
+
+  // physics.render's kwargs (aiopool/_native/families.py checks them against the model first,
+  // with dm_control's messages, and turns a camera's name into its index).
+  static mujoco::RenderSettings render_settings(const Config& c, const mjModel* m) {
+    mujoco::RenderSettings s;
+    s.width = static_cast<int>(c.get_int("render_width"));
+    s.height = static_cast<int>(c.get_int("render_height"));
+    s.camera_id = static_cast<int>(c.get_int("render_camera_id"));
+    if (s.width < 1 || s.height < 1 || s.width > m->vis.global.offwidth || s.height > m->vis.global.offheight)
+      throw std::invalid_argument("width x height must be within the model's offscreen buffer");
+    if (s.camera_id < -1 || s.camera_id >= m->ncam) throw std::invalid_argument("camera_id out of range");
+    s.max_geom = mujoco::dm_control_max_geom(m);
+    mjv_defaultOption(&s.option);
+    s.option.flags[mjVIS_RANGEFINDER] = 0;  // dm_control's MjvOption hides rangefinder rays
+    s.grow_buffer = false;
+    s.upload_hfields = m->nhfield > 0;
+    return s;
+  }
+
   // dm_control's check_invalid_state: warnings that came during the call are a PhysicsError,
   // named as dm_control names them.
   bool check(const std::array<int, mjNWARNING>& before) {
@@ -457,12 +560,16 @@ class Dmc {
     return false;
   }
 
+  std::shared_ptr<const mjModel> assets_;  // the task's model, which each env copies
   Physics physics_;
   Task task_;
   RandomState random_;
   int control_steps_;
   bool failed_ = false;
   std::string error_;
+  mujoco::RenderSettings render_;
+  mujoco::PixelStacks pixels_;      // inactive for obs_type="state"
+  std::vector<std::size_t> units_;  // each state part's bytes (obs_type="state+pixels")
 };
 
 }  // namespace aiopool::dmc

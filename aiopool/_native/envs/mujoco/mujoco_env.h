@@ -169,17 +169,8 @@ inline RenderSettings render_settings(const Config& c, const mjModel* m) {
 // obs_type: "state" (gymnasium's observation), "pixels" (the frame gymnasium's
 // AddRenderObservation gives) or "state+pixels" (AddRenderObservation(render_only=False): a Dict
 // of both), stacked as FrameStackObservation stacks them when frame_stack > 1.
-enum class ObsType { kState, kPixels, kStatePixels };
-
 inline ObsType obs_type(const Config& c) {
-  const std::string& t = c.get_string("obs_type");
-  if (t != "state" && t != "pixels" && t != "state+pixels")
-    throw std::invalid_argument("obs_type is '" + t + "', expected 'state', 'pixels' or 'state+pixels'");
-  if (c.get_int("frame_stack") < 1) throw std::invalid_argument("frame_stack must be >= 1");
-  if (t == "state" && c.get_int("frame_stack") != 1)
-    throw std::invalid_argument(
-        "frame_stack stacks pixel observations: set obs_type='pixels' or 'state+pixels'");
-  return t == "state" ? ObsType::kState : t == "pixels" ? ObsType::kPixels : ObsType::kStatePixels;
+  return parse_obs_type(c.get_string("obs_type"), c.get_int("frame_stack"));
 }
 
 inline bool wants_pixels(const Config& c) { return obs_type(c) != ObsType::kState; }
@@ -280,10 +271,11 @@ class MujocoEnv {
         init_qpos(d->qpos, d->qpos + m->nq),
         init_qvel(d->qvel, d->qvel + m->nv),
         render_(render_settings(config, m)),
-        stack_(wants_pixels(config) ? static_cast<std::size_t>(config.get_int("frame_stack")) : 0),
+        pixels_(wants_pixels(config) ? static_cast<std::size_t>(config.get_int("frame_stack")) : 0,
+                3 * static_cast<std::size_t>(render_.width) * static_cast<std::size_t>(render_.height)),
         with_state_(obs_type(config) == ObsType::kStatePixels) {
     if (frame_skip < 1) throw std::invalid_argument("frame_skip must be >= 1");
-    if (stack_ > 0) Egl::get();  // no EGL: an error at make(), not on a worker
+    if (pixels_.active()) Egl::get();  // no EGL: an error at make(), not on a worker
   }
 
   static std::shared_ptr<const mjModel> model(const Config& config) {
@@ -310,39 +302,23 @@ class MujocoEnv {
   }
 
   // Pixel observations (obs_type="pixels" or "state+pixels"): the runner writes the state
-  // observation to scratch (`state`, EnvSpec::state_obs_bytes) and calls this with the row. The
-  // row holds the state stack (state+pixels only), then the frame stack. After a reset every
-  // slot of a stack holds the new observation (FrameStackObservation's padding "reset"); after
-  // a step each stack moves up by one.
-  bool pixel_obs() const { return stack_ > 0; }
+  // observation to scratch (`state`, EnvSpec::state_obs_bytes) and calls this with the row,
+  // which holds the state stack (state+pixels only), then the frame stack (PixelStacks).
+  bool pixel_obs() const { return pixels_.active(); }
   void write_pixels(uint8_t* obs, std::span<const std::byte> state) {
-    const std::size_t frame =
-        3 * static_cast<std::size_t>(render_.width) * static_cast<std::size_t>(render_.height);
-    const std::size_t states = with_state_ ? state.size() * stack_ : 0;
-    if (with_state_) stack_into(obs, reinterpret_cast<const uint8_t*>(state.data()), state.size(), 0);
-    uint8_t* last = obs + states + (stack_ - 1) * frame;
-    const bool ok = trapped([&] { camera_.draw(model_, d, render_, last); });
-    if (!ok) {  // a GL failure: a black frame and the env's error, never a worker's crash
-      std::memset(last, 0, frame);
-      record_error();
-    }
-    stack_into(obs + states, last, frame, states);
-    if (stack_ > 1) last_obs_.assign(obs, obs + states + stack_ * frame);
-    fresh_ = false;
+    const std::size_t unit = state.size();
+    const std::span<const std::size_t> units(&unit, with_state_ ? 1 : 0);
+    pixels_.write(obs, state.data(), units, [&](uint8_t* frame) {
+      if (!trapped([&] { camera_.draw(model_, d, render_, frame); })) {
+        // a GL failure: a black frame and the env's error, never a worker's crash
+        std::memset(frame, 0,
+                    3 * static_cast<std::size_t>(render_.width) * static_cast<std::size_t>(render_.height));
+        record_error();
+      }
+    });
   }
 
  private:
-  // One stack of `stack_` slots of `unit` bytes at `dest`, whose last slot is to hold `latest`
-  // (which may already be there); `at`: its offset in the row, where last_obs_ holds the
-  // previous observation's stack.
-  void stack_into(uint8_t* dest, const uint8_t* latest, std::size_t unit, std::size_t at) {
-    uint8_t* last = dest + (stack_ - 1) * unit;
-    if (!fresh_ && stack_ > 1) std::memmove(dest, last_obs_.data() + at + unit, (stack_ - 1) * unit);
-    if (last != latest) std::memcpy(last, latest, unit);
-    if (fresh_)
-      for (std::size_t k = 0; k + 1 < stack_; ++k) std::memcpy(dest + k * unit, latest, unit);
-  }
-
   std::shared_ptr<const mjModel> model_;
   std::unique_ptr<mjData, void (*)(mjData*)> data_;
   std::unique_ptr<std::mutex> error_mu_ = std::make_unique<std::mutex>();
@@ -410,7 +386,7 @@ class MujocoEnv {
     mj_resetData(m, d);
     warned = false;
     failed_ = false;
-    fresh_ = true;
+    pixels_.reset();
   }
 
   // gymnasium's set_state (na == 0 in every v5 model, so `act` is empty).
@@ -498,10 +474,8 @@ class MujocoEnv {
   bool failed_ = false;
   RenderSettings render_;
   mutable Camera camera_;
-  std::size_t stack_;              // frames per pixel observation; 0: state observations
-  bool with_state_;                // obs_type="state+pixels": the row holds the states too
-  bool fresh_ = true;              // reset since the last pixel observation
-  std::vector<uint8_t> last_obs_;  // the last stacked observation (frame_stack > 1)
+  PixelStacks pixels_;  // obs_type="pixels" / "state+pixels"; inactive for "state"
+  bool with_state_;     // obs_type="state+pixels": the row holds the states too
 };
 
 }  // namespace aiopool::mujoco

@@ -13,6 +13,13 @@
 // grows model.vis.global_.offwidth/offheight), mjr_readPixels, rows flipped. The camera is
 // the env's own (Camera below): aimed at the env's first frame as gymnasium's viewer aims it
 // when it is made, then `default_camera_config` applied, kept from frame to frame.
+//
+// dm_control's physics.render draws the same way with its own choices (draw_dm_control below):
+// the model's offscreen buffer as it is, the free camera mjv_defaultFreeCamera's, a scene of
+// max(1000, its estimate) geoms, no rangefinder rays, heightfields uploaded each frame where a
+// task changes them.
+// PixelStacks holds what both families' pixel observations share: frames (and states) stacked
+// as gymnasium's FrameStackObservation stacks them.
 #pragma once
 
 #include <dlfcn.h>
@@ -27,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -42,7 +50,9 @@ struct RenderSettings {
   // default_camera_config: mjvCamera fields set after the camera is aimed (NaN: left as is),
   // in aiopool/_render.py's CAMERA_FIELDS order, lookat as three numbers.
   std::array<double, 10> camera_config{};
-  mjvOption option{};  // mjv_defaultOption, then visual_options' flags
+  mjvOption option{};           // mjv_defaultOption, then visual_options' flags
+  bool grow_buffer = true;      // gymnasium's: the offscreen buffer grows to the frame
+  bool upload_hfields = false;  // each frame's model's heightfields, uploaded before it draws
 };
 
 // ---- EGL, loaded at run time ----------------------------------------------------------------
@@ -175,19 +185,22 @@ class ThreadRenderer {
     return r;
   }
 
-  // Draws `d` (a state of model `m`, whose owner `model` keeps it alive) into `rgb`
-  // (height x width x 3, rows top first).
-  void draw(const std::shared_ptr<const mjModel>& model, const mjData* d, mjvCamera& camera,
-            const RenderSettings& s, uint8_t* rgb) {
+  // Draws `d`, a state of model `m`, into `rgb` (height x width x 3, rows top first), with the
+  // GL resources made from `assets` (`m` itself, or the model `m` was copied from: the same
+  // meshes, textures and heightfields; its owner keeps it alive).
+  void draw(const std::shared_ptr<const mjModel>& assets, const mjModel* m, const mjData* d,
+            mjvCamera& camera, const RenderSettings& s, uint8_t* rgb) {
     Egl& egl = Egl::get();
     if (context_ == nullptr) context_ = egl.make_context();
     egl.make_current(context_);
-    Target& t = target(model, s);
+    Target& t = target(assets, s);
+    if (s.upload_hfields)
+      for (int i = 0; i < m->nhfield; ++i) mjr_uploadHField(m, &t.context, i);
     mjvPerturb perturb;
     mjv_defaultPerturb(&perturb);
     camera.type = s.camera_id == -1 ? mjCAMERA_FREE : mjCAMERA_FIXED;
     camera.fixedcamid = s.camera_id;
-    mjv_updateScene(model.get(), const_cast<mjData*>(d), &s.option, &perturb, &camera, mjCAT_ALL, &t.scene);
+    mjv_updateScene(m, const_cast<mjData*>(d), &s.option, &perturb, &camera, mjCAT_ALL, &t.scene);
     const mjrRect viewport{0, 0, s.width, s.height};
     mjr_render(viewport, &t.scene, &t.context);
     const std::size_t row = 3 * static_cast<std::size_t>(s.width);
@@ -223,8 +236,9 @@ class ThreadRenderer {
   Target& target(const std::shared_ptr<const mjModel>& model, const RenderSettings& s) {
     const mjModel* m = model.get();
     // gymnasium's MujocoEnv grows the offscreen buffer to the frame, never shrinks it.
-    const int offwidth = std::max(m->vis.global.offwidth, s.width);
-    const int offheight = std::max(m->vis.global.offheight, s.height);
+    const int offwidth = s.grow_buffer ? std::max(m->vis.global.offwidth, s.width) : m->vis.global.offwidth;
+    const int offheight =
+        s.grow_buffer ? std::max(m->vis.global.offheight, s.height) : m->vis.global.offheight;
     const auto key = std::make_tuple(m, offwidth, offheight, s.max_geom);
     auto it = targets_.find(key);
     if (it != targets_.end() && it->second.model.expired()) {
@@ -271,7 +285,7 @@ class Camera {
   void draw(const std::shared_ptr<const mjModel>& model, const mjData* d, const RenderSettings& s,
             uint8_t* rgb) {
     if (!aimed_) aim(model.get(), d, s);
-    ThreadRenderer::get().draw(model, d, camera_, s, rgb);
+    ThreadRenderer::get().draw(model, model.get(), d, camera_, s, rgb);
   }
 
  private:
@@ -302,6 +316,86 @@ class Camera {
 
   mjvCamera camera_{};
   bool aimed_ = false;
+};
+
+// ---- dm_control's physics.render ------------------------------------------------------------
+
+// dm_control's _estimate_max_renderable_geoms; its MjvScene holds max(1000, this).
+inline int dm_control_max_geom(const mjModel* m) {
+  const int frames = std::max({m->nbody, m->ngeom, m->nsite, m->ncam, m->nlight});
+  const int estimate = 3 * frames + 4 * m->ngeom + 3 * m->nbody + m->nsite + m->ntendon + m->njnt + m->nu +
+                       m->nskin + m->ncam + m->nlight;
+  return std::max(1000, estimate);
+}
+
+// physics.render(height, width, camera_id) of a state `d` of model `m` (copied from `assets`):
+// a fixed camera, or (-1) the free camera as mjv_defaultFreeCamera sets it from `m`.
+inline void draw_dm_control(const std::shared_ptr<const mjModel>& assets, const mjModel* m, const mjData* d,
+                            const RenderSettings& s, uint8_t* rgb) {
+  mjvCamera camera;
+  mjv_defaultCamera(&camera);
+  if (s.camera_id == -1) mjv_defaultFreeCamera(m, &camera);
+  ThreadRenderer::get().draw(assets, m, d, camera, s, rgb);
+}
+
+// ---- pixel observations ---------------------------------------------------------------------
+
+// What an env observes (the obs_type kwarg): its state, its frames, or a Dict of both.
+enum class ObsType { kState, kPixels, kStatePixels };
+
+inline ObsType parse_obs_type(const std::string& t, int64_t frame_stack) {
+  if (t != "state" && t != "pixels" && t != "state+pixels")
+    throw std::invalid_argument("obs_type is '" + t + "', expected 'state', 'pixels' or 'state+pixels'");
+  if (frame_stack < 1) throw std::invalid_argument("frame_stack must be >= 1");
+  if (t == "state" && frame_stack != 1)
+    throw std::invalid_argument(
+        "frame_stack stacks pixel observations: set obs_type='pixels' or 'state+pixels'");
+  return t == "state" ? ObsType::kState : t == "pixels" ? ObsType::kPixels : ObsType::kStatePixels;
+}
+
+// An env's pixel observations: each row holds, one after another, a stack of each state part
+// (the state observations, where the observation has them) and a stack of frames, `k` slots
+// each, oldest first. After a reset every slot holds the new observation (FrameStackObservation's
+// padding "reset"); after a step each stack moves up by one. k = 0: no pixel observations.
+class PixelStacks {
+ public:
+  PixelStacks(std::size_t k, std::size_t frame_bytes) : k_(k), frame_(frame_bytes) {}
+
+  bool active() const { return k_ > 0; }
+  void reset() { fresh_ = true; }
+
+  // Writes the row `obs`: the state parts from `state` (`units`: each part's bytes, one after
+  // another there; empty for frames only), then the frame `draw(uint8_t*)` draws in place.
+  template <class Draw>
+  void write(uint8_t* obs, const std::byte* state, std::span<const std::size_t> units, Draw&& draw) {
+    std::size_t at = 0;
+    for (std::size_t unit : units) {
+      stack(obs + at, reinterpret_cast<const uint8_t*>(state), unit, at);
+      state += unit;
+      at += unit * k_;
+    }
+    uint8_t* last = obs + at + (k_ - 1) * frame_;
+    draw(last);
+    stack(obs + at, last, frame_, at);
+    if (k_ > 1) last_.assign(obs, obs + at + k_ * frame_);
+    fresh_ = false;
+  }
+
+ private:
+  // One stack at `dest` (offset `at` in the row) whose last slot is to hold `latest` (which may
+  // already be there); last_ holds the previous observation.
+  void stack(uint8_t* dest, const uint8_t* latest, std::size_t unit, std::size_t at) const {
+    uint8_t* last = dest + (k_ - 1) * unit;
+    if (!fresh_ && k_ > 1) std::memmove(dest, last_.data() + at + unit, (k_ - 1) * unit);
+    if (last != latest) std::memcpy(last, latest, unit);
+    if (fresh_)
+      for (std::size_t i = 0; i + 1 < k_; ++i) std::memcpy(dest + i * unit, latest, unit);
+  }
+
+  std::size_t k_;
+  std::size_t frame_;
+  bool fresh_ = true;
+  std::vector<uint8_t> last_;  // the last observation (k > 1)
 };
 
 }  // namespace aiopool::mujoco
