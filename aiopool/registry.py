@@ -177,8 +177,10 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
         info_keys: process backend: scalar info keys to carry into ``batch.info``, with their
             dtypes (``{"lives": np.int32}``); a key missing from an env's info reads 0.
         render_mode: ``"rgb_array"``: ``pool.render(env_ids)`` gives the envs' current frames,
-            equal to gymnasium's ``env.render()`` (classic control, toy text, Atari; other
-            families say at ``make`` that they cannot render yet).
+            equal to the reference's (gymnasium's ``env.render()``, ale-py's, dm_control's
+            ``physics.render``; docs/rendering.md); a native env with no reference to draw it
+            says so at ``make``. Process backend: each env's own ``render()``, in its worker
+            (an id's env is made with ``render_mode``; a factory's must be made with it).
         **env_kwargs: the env's gymnasium constructor arguments (or the factory's).
 
     Raises:
@@ -199,15 +201,12 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
     if backend is None:
         backend = "threads" if isinstance(env_id, str) and _is_native(env_id) else "processes"
     if backend == "processes":
-        if render_mode is not None:
-            raise ValueError(f"render_mode={render_mode!r}: the process backend does not render "
-                             "yet; render with gymnasium.make_vec(..., render_mode='rgb_array')")
         return _make_process(env_id, num_envs, batch_size, num_threads, seed, autoreset,
                              max_episode_steps=max_episode_steps, recv_spin_us=recv_spin_us,
                              worker_spin_us=worker_spin_us, num_workers=num_workers,
                              restart=restart, step_timeout=step_timeout,
                              on_env_error=on_env_error, info_keys=info_keys or {},
-                             env_kwargs=env_kwargs)
+                             render_mode=render_mode, env_kwargs=env_kwargs)
     assert isinstance(env_id, str)
     if num_workers is not None or restart or step_timeout is not None or info_keys:
         raise TypeError("num_workers, restart, step_timeout and info_keys apply to the process "

@@ -21,8 +21,12 @@ pytest.importorskip("pygame", reason="needs pygame-ce: pip install -e '.[test]'"
 
 
 @pytest.mark.asyncio
-async def test_render_gives_read_only_frames_of_the_envs_asked_for() -> None:
-    with aiopool.make("CartPole-v1", num_envs=3, seed=5, render_mode="rgb_array") as pool:
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+async def test_render_gives_read_only_frames_of_the_envs_asked_for(backend: str) -> None:
+    """Native envs drawn by gymnasium's code from their state; the process backend's envs
+    draw themselves in their worker processes."""
+    with aiopool.make("CartPole-v1", num_envs=3, seed=5, render_mode="rgb_array",
+                      backend=backend) as pool:
         assert pool.render_mode == "rgb_array" and pool.spec.renders
         pool.async_reset()
         await pool.recv()
@@ -62,8 +66,8 @@ def test_bad_render_modes_and_families_that_cannot_render_say_so() -> None:
             pool.render()
     with pytest.raises(ValueError, match="'rgb_array'"):
         aiopool.make("CartPole-v1", render_mode="human")
-    with pytest.raises(ValueError, match="process backend does not render"):
-        aiopool.make("CartPole-v1", backend="processes", render_mode="rgb_array")
+    with pytest.raises(ValueError, match="the factory's env has render_mode=None; make it with"):
+        aiopool.make(lambda: gym.make("CartPole-v1"), render_mode="rgb_array")
     with pytest.raises(TypeError, match="rendering kwarg"):
         aiopool.make("Pong-v5", width=84)  # MuJoCo's, not Atari's
     with pytest.raises(ValueError, match="Counting-v0 does not render yet"):
@@ -91,10 +95,11 @@ def test_mujoco_renders_gymnasiums_default_frame_size_and_takes_its_rendering_kw
                      camera_name="track")
 
 
-def test_gymnasium_adapter_renders_as_sync_vector_env() -> None:
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_gymnasium_adapter_renders_as_sync_vector_env(backend: str) -> None:
     from aiopool.adapters.gymnasium import make_gymnasium
 
-    ours = make_gymnasium("Acrobot-v1", num_envs=2, render_mode="rgb_array")
+    ours = make_gymnasium("Acrobot-v1", num_envs=2, render_mode="rgb_array", backend=backend)
     ref = gym.make_vec("Acrobot-v1", num_envs=2, vectorization_mode="sync",
                        render_mode="rgb_array")
     try:
@@ -298,3 +303,60 @@ async def test_control_suite_frames_drawn_by_dm_control_equal_the_cpp_ones(
             frames.append(pool.render())
     assert frames[0].tobytes() == frames[2].tobytes()
     assert frames[1].tobytes() == frames[3].tobytes()
+
+
+class _DrawsBadly(gym.Wrapper[Any, Any, Any, Any]):
+    """CartPole whose render() raises after its third step."""
+
+    def __init__(self) -> None:
+        super().__init__(gym.make("CartPole-v1", render_mode="rgb_array"))
+        self.steps = 0
+
+    def step(self, action: Any) -> Any:
+        self.steps += 1
+        return self.env.step(action)
+
+    def render(self) -> Any:
+        if self.steps > 3:
+            raise RuntimeError("no more frames")
+        return self.env.render()
+
+
+@pytest.mark.asyncio
+async def test_process_backend_envs_draw_themselves_in_their_workers() -> None:
+    """Each env's own render() in its worker process, between its steps: gymnasium's frames
+    with gymnasium's kwargs (MuJoCo's size), envs with a step in flight refused, an env's
+    render() raising is an error naming it (the pool goes on), and a restarted worker draws
+    again; a factory's env renders when it was made to."""
+    kwargs = {"num_envs": 2, "seed": 2, "backend": "processes", "num_workers": 2,
+              "render_mode": "rgb_array"}
+    with aiopool.make("Hopper-v5", width=48, height=32, **kwargs) as pool:
+        assert pool.render_fps == 125.0  # gymnasium's Hopper metadata
+        with pytest.raises(ValueError, match="not been reset"):
+            pool.render()
+        pool.async_reset()
+        await pool.recv()
+        ref = gym.make("Hopper-v5", width=48, height=32, render_mode="rgb_array")
+        ref.reset(seed=3)
+        assert np.array_equal(pool.render([1])[0], ref.render())
+        ref.close()
+        pool.send(np.zeros((1, 3), np.float32), env_ids=[0])
+        with pytest.raises(ValueError, match="env 0 still has an action in flight"):
+            pool.render([0])
+        assert pool.render([1]).shape == (1, 32, 48, 3)  # the other env is free
+        pool.send(np.zeros((1, 3), np.float32), env_ids=[1])
+        await pool.recv()
+        assert pool.render().shape == (2, 32, 48, 3)
+    with aiopool.make(_DrawsBadly, restart=True, **kwargs) as pool:
+        pool.async_reset()
+        await pool.recv()
+        for _ in range(4):
+            await pool.step(np.zeros(2, np.int64))
+        with pytest.raises(RuntimeError, match="(?s)env 1's render.. raised.*no more frames"):
+            pool.render([1])
+        os.kill(pool.worker_pids()[1], 9)
+        batch = await pool.step(np.zeros(2, np.int64))  # env 1 lost: restarted, reset
+        while 1 not in batch.env_id.tolist():
+            batch = await pool.recv()
+        assert pool.restarts == [0, 1]
+        assert pool.render([1]).shape == (1, 400, 600, 3)  # the new worker's env draws again

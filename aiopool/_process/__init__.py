@@ -77,7 +77,8 @@ def make_process(env: str | Callable[[], gym.Env[Any, Any]], num_envs: int, batc
                  num_workers: int, seed: int | None, autoreset: str, *,
                  max_episode_steps: int | None, recv_spin_us: float, worker_spin_us: float,
                  restart: bool, step_timeout: float | None, on_env_error: str,
-                 info_keys: Mapping[str, Any], env_kwargs: dict[str, Any]) -> ProcessPool:
+                 info_keys: Mapping[str, Any], env_kwargs: dict[str, Any],
+                 render_mode: str | None = None) -> ProcessPool:
     """A ``ProcessPool``; ``aiopool.make`` documents the arguments."""
     import cloudpickle
 
@@ -85,9 +86,15 @@ def make_process(env: str | Callable[[], gym.Env[Any, Any]], num_envs: int, batc
         raise ValueError(f"on_env_error is {on_env_error!r}, expected 'raise' or 'truncate'")
     if step_timeout is not None and not step_timeout > 0:
         raise ValueError(f"step_timeout is {step_timeout!r}, expected seconds > 0 or None")
+    if render_mode is not None:
+        from .._render import headless_defaults
+
+        headless_defaults()  # before the workers start: they inherit the environment
     factory: Callable[[], gym.Env[Any, Any]]
     if isinstance(env, str):
         kwargs = dict(env_kwargs)
+        if render_mode is not None:
+            kwargs["render_mode"] = render_mode
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = max_episode_steps
         factory = functools.partial(gym.make, env, **kwargs)
@@ -100,6 +107,11 @@ def make_process(env: str | Callable[[], gym.Env[Any, Any]], num_envs: int, batc
     try:
         obs_space, act_space = probe.observation_space, probe.action_space
         env_spec = getattr(probe, "spec", None)
+        fps = float((getattr(probe, "metadata", None) or {}).get("render_fps") or 30.0)
+        if render_mode is not None and getattr(probe, "render_mode", None) != render_mode:
+            raise ValueError(f"render_mode={render_mode!r}: the factory's env has render_mode="
+                             f"{getattr(probe, 'render_mode', None)!r}; make it with "
+                             f"render_mode={render_mode!r} (the pool's envs render themselves)")
     finally:
         probe.close()
     name = env if isinstance(env, str) else (
@@ -116,18 +128,34 @@ def make_process(env: str | Callable[[], gym.Env[Any, Any]], num_envs: int, batc
     native = ProcessNative(cloudpickle.dumps(factory), plan, env_id=name, batch_size=batch_size,
                            autoreset=autoreset, spin_us=worker_spin_us, restart=restart,
                            step_timeout=step_timeout, raise_env_errors=on_env_error == "raise",
-                           spec=native_spec)
+                           spec=native_spec, render=render_mode is not None)
     limit = env_spec.max_episode_steps if env_spec is not None else None
     spec = EnvSpec(id=name, observation_space=obs_space, action_space=act_space,  # type: ignore[arg-type]
                    max_episode_steps=int(limit or 0),
                    info=tuple(InfoField(f.name, np.dtype(f.dtype), f.shape) for f in plan.info),
-                   config={**getattr(env, "keywords", {}), **env_kwargs})
+                   config={**getattr(env, "keywords", {}), **env_kwargs},
+                   renders=render_mode is not None, render_mode=render_mode)
     try:
         return ProcessPool(native, spec, seed=seed, autoreset=autoreset,
-                           recv_spin_us=recv_spin_us)
+                           recv_spin_us=recv_spin_us,
+                           renderer=None if render_mode is None else _WorkerRenderer(fps))
     except BaseException:
         native.close()
         raise
+
+
+class _WorkerRenderer:
+    """A process-backed pool's frames: each env's own ``render()``, called in its worker
+    process (``ProcessNative.render``); ``fps`` is the env's ``metadata["render_fps"]``."""
+
+    def __init__(self, fps: float) -> None:
+        self.fps = fps
+
+    def frame(self, native: ProcessNative, env_id: int) -> npt.NDArray[np.uint8]:
+        return native.render(np.array([env_id], dtype=np.int32))[0]
+
+    def close(self) -> None:
+        """The frames are drawn in the workers, which the pool closes."""
 
 
 def default_workers(num_envs: int) -> int:

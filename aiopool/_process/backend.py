@@ -30,6 +30,7 @@ import os
 import pickle
 import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -64,6 +65,7 @@ class _Worker:
         self.quick_deaths = 0  # deaths in a row within 1 s of starting, or before it was ready
         self.ready_r = -1  # a restarted worker's ready pipe, read when it dies
         self.restarts = 0
+        self.render: socket.socket | None = None  # a rendering pool's line to this process
 
 
 class ProcessNative:
@@ -72,7 +74,7 @@ class ProcessNative:
 
     def __init__(self, factory_bytes: bytes, plan: Plan, *, env_id: str, batch_size: int,
                  autoreset: str, spin_us: float, restart: bool, step_timeout: float | None,
-                 raise_env_errors: bool, spec: dict[str, Any]) -> None:
+                 raise_env_errors: bool, spec: dict[str, Any], render: bool = False) -> None:
         self.num_envs = plan.num_envs
         self.batch_size = batch_size
         self.num_threads = plan.num_workers
@@ -85,6 +87,7 @@ class ProcessNative:
         self._restart = restart
         self._step_timeout = step_timeout
         self._raise_env_errors = raise_env_errors
+        self._renders = render
         self._hung: dict[tuple[int, int], str] = {}  # (worker, generation) killed as hung
         self.field_names = _field_names(plan)
         n = plan.num_envs
@@ -335,6 +338,9 @@ class ProcessNative:
                 _close_fd(worker.pidfd)
                 _close_fd(worker.ready_r)
                 worker.pidfd = worker.ready_r = -1
+                if worker.render is not None:
+                    worker.render.close()
+                    worker.render = None
         for fd in (self._alive_r, self._alive_w, self._memfd, self._watch_fd):
             _close_fd(fd)
         # The pool's eventfd closes last: Pool removes its reader first (asyncio loses a
@@ -347,6 +353,45 @@ class ProcessNative:
 
     def worker_pids(self) -> list[int]:
         return [w.proc.pid for w in self._workers if w.proc is not None]
+
+    def render(self, ids: npt.NDArray[np.int32]) -> list[npt.NDArray[np.uint8]]:
+        """The current frames of envs ``ids``, each its own ``render()`` in its worker process
+        (the worker answers between steps). Envs with a step in flight, never reset, or lost
+        are refused as ``send`` refuses them; while drawn, they take no command."""
+        if self._closed:
+            raise RuntimeError("render() on a closed pool")
+        if not self._renders:
+            raise ValueError(f"this {self.env_id} pool renders nothing: make it with "
+                             "render_mode='rgb_array'")
+        if _core._claim(self._flags, ids, _BUSY | _LOST | _FRESH, _BUSY, self._per) == -1:
+            self._refuse(ids, "render", need_reset_ok=True)
+        try:
+            frames = []
+            for i in ids.tolist():
+                worker = self._workers[i // self._per]
+                frames.append(self._ask_frame(worker, i))
+            return frames
+        finally:
+            self._flags[ids] &= ~np.uint8(_BUSY)
+
+    def _ask_frame(self, worker: _Worker, env_id: int) -> npt.NDArray[np.uint8]:
+        """One frame from ``worker``'s env ``env_id`` (worker.py's ``_serve_render``): a request
+        of 4 bytes, an answer of its length (8 bytes) and a pickled ("ok", frame) or ("error",
+        traceback)."""
+        line = worker.render
+        if line is None:
+            raise RuntimeError(f"render: env {env_id}'s worker process is gone")
+        try:
+            line.sendall(env_id.to_bytes(4, "little"))
+            size = int.from_bytes(_read_exactly(line, 8), "little")
+            status, value = pickle.loads(_read_exactly(line, size))
+        except (OSError, EOFError) as e:
+            raise RuntimeError(f"render: env {env_id}'s worker process died while it drew "
+                               f"({e or 'end of stream'})") from None
+        if status != "ok":
+            raise RuntimeError(f"render: env {env_id}'s render() raised in its worker "
+                               f"process:\n{value}")
+        return np.asarray(value, dtype=np.uint8)
 
     def restarts(self) -> list[int]:
         return [w.restarts for w in self._workers]
@@ -520,7 +565,13 @@ class ProcessNative:
             "inbox_fd": worker.inbox_fd, "pool_fd": self._pool_fd, "parent_fd": self._alive_r,
             "ready_fd": ready_w, "spin_us": self._spin_us, "commit_rows": self.batch_size,
         }
-        fds = (self._memfd, worker.inbox_fd, self._pool_fd, self._alive_r, ready_w)
+        fds: tuple[int, ...] = (self._memfd, worker.inbox_fd, self._pool_fd, self._alive_r,
+                                ready_w)
+        ours = theirs = None
+        if self._renders:  # frames asked for and sent back on a socket of their own
+            ours, theirs = socket.socketpair()
+            config["render_fd"] = theirs.fileno()
+            fds += (theirs.fileno(),)
         proc = None
         try:
             try:
@@ -528,12 +579,16 @@ class ProcessNative:
                                         stdin=subprocess.PIPE, pass_fds=fds, close_fds=True)
             finally:
                 os.close(ready_w)
+                if theirs is not None:
+                    theirs.close()
             assert proc.stdin is not None
             proc.stdin.write(pickle.dumps(config))
             proc.stdin.close()
             pidfd = os.pidfd_open(proc.pid)
         except BaseException:  # no half-started worker: no process, no fd left
             os.close(ready_r)
+            if ours is not None:
+                ours.close()
             if proc is not None:
                 proc.kill()
                 proc.wait()
@@ -544,6 +599,9 @@ class ProcessNative:
         with self._lock:
             _close_fd(worker.pidfd)
             worker.pidfd = pidfd
+            if worker.render is not None:
+                worker.render.close()
+            worker.render = ours
         _ring(self._watch_fd)
         return ready_r
 
@@ -741,6 +799,16 @@ def _describe_exit(code: int) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exited with code {code}"
+
+
+def _read_exactly(line: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = line.recv(n - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return bytes(data)
 
 
 def _ring(fd: int) -> None:

@@ -20,6 +20,7 @@ import os
 import pickle
 import select
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -100,6 +101,13 @@ class Worker:
         self.write_final = _obs_writer(plan, self.lay.final_obs) if self.same_step else None
         self.info_keys = [(f.name, self.lay.info[f.name]) for f in plan.info]
         self.action_is_int = plan.action.shape == () and np.dtype(plan.action.dtype).kind in "iu"
+        # A rendering pool's requests (backend.py's ``_ask_frame``), served between steps.
+        fd = config.get("render_fd")
+        self.render = None if fd is None else socket.socket(fileno=fd)
+        self.render_poll = select.poll()
+        self.poller = select.poll()  # serve()'s: the inbox, the parent, the render line
+        if self.render is not None:
+            self.render_poll.register(self.render, select.POLLIN)
 
     def serve(self) -> None:
         lay, w, cap = self.lay, self.w, self.cap
@@ -107,10 +115,14 @@ class Worker:
         inbox_tail, outbox_tail = lay.inbox_tail[w], lay.outbox_tail[w]
         sleeping, armed, need = lay.sleeping[w], lay.armed[0], lay.need[0]
         head = done = 0  # the pool zeroes both tails before it starts a worker
-        poller = select.poll()
+        poller = self.poller = select.poll()
         poller.register(self.inbox_fd, select.POLLIN)
         poller.register(self.parent_fd, select.POLLIN)
+        if self.render is not None:
+            poller.register(self.render, select.POLLIN)
         while True:
+            if self.render is not None and self.render_poll.poll(0):
+                self._serve_render()
             tail = self._load(inbox_tail)
             if tail == head:
                 tail = self._spin(inbox_tail, head)
@@ -148,6 +160,27 @@ class Worker:
                     self._store(armed, 0)
                     os.write(self.pool_fd, b"\x01\0\0\0\0\0\0\0")
             head = tail
+
+    def _serve_render(self) -> None:
+        """One frame: the env id (4 bytes) in, the pickled ("ok", frame) or ("error",
+        traceback) out, after its length (8 bytes). The pool asks only for envs it has no
+        command queued for, so the env is between steps."""
+        assert self.render is not None
+        request = self.render.recv(4, socket.MSG_WAITALL)
+        if len(request) < 4:  # the pool closed the line: it is closing
+            self.render_poll.unregister(self.render)
+            self.poller.unregister(self.render)
+            self.render.close()
+            self.render = None
+            return
+        i = int.from_bytes(request, "little")
+        answer: tuple[str, Any]
+        try:
+            answer = ("ok", np.asarray(self.envs[i].render(), dtype=np.uint8))
+        except Exception:
+            answer = ("error", _shortened(traceback.format_exc()))
+        data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+        self.render.sendall(len(data).to_bytes(8, "little") + data)
 
     def _spin(self, inbox_tail: int, head: int) -> int:
         if self.spin_ns <= 0:
