@@ -120,12 +120,14 @@ MUJOCO = Family(MUJOCO_CONFIGS, MUJOCO_TARGETS, 8, limit_per_thread=True, unit="
 BOX2D = Family(BOX2D_CONFIGS, BOX2D_TARGETS, 32, limit_per_thread=True, unit="k")
 DMC = Family(DMC_CONFIGS, DMC_TARGETS, 32, limit_per_thread=True, unit="k")
 PIXELS = Family(PIXELS_CONFIGS, PIXELS_TARGETS, 8, limit_per_thread=True, unit="k")
+DMC_PIXELS = Family(PIXELS_CONFIGS, (((8, 4), "dm_control loop"),), 8, limit_per_thread=True,
+                    unit="k")
 UNITS = {"M": 1e6, "k": 1e3}
 
 
 def family(env_id: str) -> Family:
     if OBS_KWARGS:
-        return PIXELS
+        return DMC_PIXELS if registry.family_of(env_id) is families.DMC else PIXELS
     if atari_rom(env_id) is not None:
         return ATARI
     found = registry.family_of(env_id)
@@ -393,12 +395,17 @@ def run_vector_env(env: Any, num_envs: int, budget: Budget, *,
 
 
 def run_dm_control_loop(env_id: str, shape: Shape, budget: Budget) -> Timing:
-    """M dm_control environments stepped in turn in Python, as a dm_env user steps them."""
+    """M dm_control environments stepped in turn in Python, as a dm_env user steps them (with
+    --pixels, under dm_control's pixels.Wrapper at that size)."""
     from dm_control import suite
+    from dm_control.suite.wrappers import pixels
 
     m = shape.num_envs
     domain, task = env_id.removeprefix("dmc/").split("-", 1)
     envs = [suite.load(domain, task, task_kwargs={"random": i}) for i in range(m)]
+    if OBS_KWARGS:
+        size = {"width": OBS_KWARGS["width"], "height": OBS_KWARGS["height"]}
+        envs = [pixels.Wrapper(env, render_kwargs=size) for env in envs]
     for env in envs:
         env.reset()
     actions = action_cycle(aiopool.make(env_id, 1).single_action_space, m)
@@ -756,7 +763,7 @@ def peer_runners(env_id: str, max_gym_envs: int, skipped: list[str]) -> list[Run
         import envpool
 
         if OBS_KWARGS:
-            skipped.append("EnvPool: no pixel observations of gymnasium's MuJoCo envs")
+            skipped.append("EnvPool: no pixel observations of its MuJoCo or DMC envs")
         elif envpool_id(env_id) in envpool.list_all_envs():
             runners += [Runner("EnvPool sync (B=M)", run_envpool_sync, whole_batch, "peer"),
                         Runner("EnvPool async", run_envpool_async, same, "peer")]
@@ -1184,8 +1191,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="run a busy process (`while True: pass`) pinned to the last usable core "
                         "during the whole run, as on a machine where another job takes a core")
     p.add_argument("--pixels", default=None, metavar="WxH",
-                   help="pixel observations of a MuJoCo env at this size (obs_type='pixels'; "
-                        "gymnasium's runners: render_mode='rgb_array' + AddRenderObservation). "
+                   help="pixel observations of a MuJoCo or Control Suite env at this size "
+                        "(obs_type='pixels'; gymnasium's runners: render_mode='rgb_array' + "
+                        "AddRenderObservation; dm_control's: its pixels.Wrapper). "
                         f"Default configs {PIXELS_CONFIGS}; no EnvPool, limit or overhead table")
     p.add_argument("--quick", action="store_true",
                    help=f"smoke test: configs {QUICK_CONFIGS}, 1 repeat, 0.2 s")
