@@ -364,8 +364,9 @@ class DmControlRenderer:
     and data are copied into one ``Physics`` loaded from the task's compiled model (the MJB file
     the C++ envs load), which renders them as the task's own physics would.
 
-    ``camera_id`` is dm_control's: -1 the free camera, a camera's index, or its name (the
-    model's ``camera_names``). Frames come at the task's control rate (``fps``)."""
+    ``camera_id`` is dm_control's: -1 the free camera, a camera's index, or its name
+    (``dm_control_render_kwargs``). Frames come at the task's control rate (``fps``). The
+    fallback of ``MUJOCO_GL=osmesa`` / ``glfw``: on EGL the C++ envs draw these frames."""
 
     def __init__(self, env_id: str, model_file: str, control_steps: int,
                  kwargs: dict[str, Any]) -> None:

@@ -144,14 +144,18 @@ class Pool:
         An env's current state is the one of its last received row: its episode's last frame
         after a step that ended it (``next_step``), the new episode's first with ``same_step``.
 
-        Frames drawn by gymnasium's or dm_control's code (classic control, toy text, Box2D,
-        MuJoCo, the Control Suite) are drawn on the pool's render thread (MuJoCo's GL context
-        lives there), the caller waiting; Atari's in
-        C++ on the calling thread. Either way the GIL is released while GL or C++ draws.
+        Frames drawn by gymnasium's code (classic control, toy text, Box2D; MuJoCo and the
+        Control Suite where ``MUJOCO_GL`` picks a backend other than EGL) are drawn on the
+        pool's render thread, where its GL context lives, the caller waiting; Atari's, MuJoCo's
+        and the Control Suite's in C++ on the calling thread; a process-backed pool's by each
+        env's own ``render()`` in its worker process. Either way the GIL is released while GL
+        or C++ draws.
 
         Raises:
             ValueError: the pool was made without ``render_mode``; an env has a step in flight
                 (receive its row first) or was never reset.
+            RuntimeError: (process backend) an env's ``render()`` raised in its worker, or the
+                worker died while it drew.
             PoolClosed: the pool is closed.
         """
         ids = self._render_ids(env_ids)

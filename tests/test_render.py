@@ -360,3 +360,57 @@ async def test_process_backend_envs_draw_themselves_in_their_workers() -> None:
             batch = await pool.recv()
         assert pool.restarts == [0, 1]
         assert pool.render([1]).shape == (1, 400, 600, 3)  # the new worker's env draws again
+
+
+class _Slow(gym.Wrapper[Any, Any, Any, Any]):
+    """CartPole whose step takes 0.3 s, and whose render() hangs once it was told to (a file)."""
+
+    def __init__(self, hang: str = "") -> None:
+        super().__init__(gym.make("CartPole-v1", render_mode="rgb_array"))
+        self.hang = hang
+
+    def step(self, action: Any) -> Any:
+        import time
+
+        time.sleep(0.3)
+        return self.env.step(action)
+
+    def render(self) -> Any:
+        import time
+
+        while self.hang and os.path.exists(self.hang):
+            time.sleep(0.01)
+        return self.env.render()
+
+
+@pytest.mark.asyncio
+@pytest.mark.asyncio_loop_only
+async def test_process_backend_renders_after_worker_deaths_and_hangs(tmp_path: Path) -> None:
+    """A restarted worker's envs draw once reset again (before: a clear error, not a frame of
+    an un-reset env); a render() hung past step_timeout kills its worker like a hung step."""
+    kwargs = {"num_envs": 2, "batch_size": 1, "seed": 0, "backend": "processes",
+              "num_workers": 1, "render_mode": "rgb_array", "restart": True}
+    with aiopool.make(_Slow, **kwargs) as pool:
+        pool.async_reset()
+        await pool.recv()
+        await pool.recv()
+        pool.send(np.zeros(1, np.int64), env_ids=[0])  # in flight for 0.3 s
+        os.kill(pool.worker_pids()[0], 9)
+        batch = await pool.recv()  # env 0's step was lost: its reset row, from the new worker
+        assert batch.env_id.tolist() == [0] and pool.restarts == [1]
+        with pytest.raises(ValueError, match="env 1 has not been reset since its worker process "
+                                             "restarted"):
+            pool.render([1])
+        assert pool.render([0]).shape == (1, 400, 600, 3)
+    hang = tmp_path / "hang"
+    hang.touch()
+    with aiopool.make(_Slow, **{**kwargs, "restart": False}, step_timeout=0.5,
+                      hang=str(hang)) as pool:
+        pool.async_reset()
+        await pool.recv()
+        await pool.recv()
+        with pytest.raises(RuntimeError, match="worker process died while it drew"):
+            await pool.arender([1])
+        with pytest.raises(aiopool.WorkerDied, match="step_timeout"):
+            pool.send(np.zeros(1, np.int64), env_ids=[0])
+            await pool.recv()

@@ -46,7 +46,7 @@ from ..errors import EnvError, WorkerDied
 from .layout import ENV_ERROR, RESET, RESET_SEEDED, STEP, Layout, Plan
 
 _EFD_ONE = (1).to_bytes(8, sys.byteorder)
-_BUSY, _FRESH, _ENDED, _LOST = 1, 2, 4, 8
+_BUSY, _FRESH, _ENDED, _LOST, _DRAWING = 1, 2, 4, 8, 16
 _READY_TIMEOUT_S = 120.0
 _log = logging.getLogger("aiopool")
 
@@ -338,9 +338,7 @@ class ProcessNative:
                 _close_fd(worker.pidfd)
                 _close_fd(worker.ready_r)
                 worker.pidfd = worker.ready_r = -1
-                if worker.render is not None:
-                    worker.render.close()
-                    worker.render = None
+                _close_line(worker)
         for fd in (self._alive_r, self._alive_w, self._memfd, self._watch_fd):
             _close_fd(fd)
         # The pool's eventfd closes last: Pool removes its reader first (asyncio loses a
@@ -363,21 +361,21 @@ class ProcessNative:
         if not self._renders:
             raise ValueError(f"this {self.env_id} pool renders nothing: make it with "
                              "render_mode='rgb_array'")
-        if _core._claim(self._flags, ids, _BUSY | _LOST | _FRESH, _BUSY, self._per) == -1:
+        # Its own flag: a worker's death while it draws loses no step (_handle_deaths reads
+        # _BUSY), and sends and resets are refused until the frame is back.
+        refuse = _BUSY | _LOST | _FRESH | _DRAWING
+        if _core._claim(self._flags, ids, refuse, _DRAWING, self._per) == -1:
             self._refuse(ids, "render", need_reset_ok=True)
         try:
-            frames = []
-            for i in ids.tolist():
-                worker = self._workers[i // self._per]
-                frames.append(self._ask_frame(worker, i))
-            return frames
+            return [self._ask_frame(self._workers[i // self._per], i) for i in ids.tolist()]
         finally:
-            self._flags[ids] &= ~np.uint8(_BUSY)
+            _core._clear_flags(self._flags, ids, _DRAWING)
 
     def _ask_frame(self, worker: _Worker, env_id: int) -> npt.NDArray[np.uint8]:
         """One frame from ``worker``'s env ``env_id`` (worker.py's ``_serve_render``): a request
         of 4 bytes, an answer of its length (8 bytes) and a pickled ("ok", frame) or ("error",
-        traceback)."""
+        traceback), or ("fresh", None) for an env its process has not reset yet. A line cut
+        short (a dead worker, an error mid-answer) is closed: its worker draws no more."""
         line = worker.render
         if line is None:
             raise RuntimeError(f"render: env {env_id}'s worker process is gone")
@@ -385,9 +383,16 @@ class ProcessNative:
             line.sendall(env_id.to_bytes(4, "little"))
             size = int.from_bytes(_read_exactly(line, 8), "little")
             status, value = pickle.loads(_read_exactly(line, size))
-        except (OSError, EOFError) as e:
-            raise RuntimeError(f"render: env {env_id}'s worker process died while it drew "
-                               f"({e or 'end of stream'})") from None
+        except BaseException as e:
+            with self._lock:
+                _close_line(worker)
+            if isinstance(e, OSError | EOFError):
+                raise RuntimeError(f"render: env {env_id}'s worker process died while it drew "
+                                   f"({e or 'end of stream'})") from None
+            raise
+        if status == "fresh":
+            raise ValueError(f"render: env {env_id} has not been reset since its worker process "
+                             "restarted; it draws after its next send or async_reset")
         if status != "ok":
             raise RuntimeError(f"render: env {env_id}'s render() raised in its worker "
                                f"process:\n{value}")
@@ -405,7 +410,7 @@ class ProcessNative:
         one native pass over the ids; the slow one finds what to say."""
         if self._closed:
             raise RuntimeError(f"{what}() on a closed pool")
-        refuse = 0xFF if need_reset_ok else _BUSY | _LOST
+        refuse = 0xFF if need_reset_ok else _BUSY | _LOST | _DRAWING
         owner = _core._claim(self._flags, ids, refuse, _BUSY, self._per)
         if owner == -1:
             self._refuse(ids, what, need_reset_ok)
@@ -430,7 +435,8 @@ class ProcessNative:
             "" if self._restart else " (make the pool with restart=True to replace dead workers)")
         checks = [(_LOST, lost),
                   (_BUSY, " still has an action in flight; receive its result before sending "
-                          "it another")]
+                          "it another"),
+                  (_DRAWING, " is being drawn (render()); send to it when its frame is back")]
         if need_reset_ok:
             checks += [(_FRESH, " has not been reset yet; call async_reset() first"),
                        (_ENDED, " ended its episode and autoreset is 'disabled'; call "
@@ -599,8 +605,7 @@ class ProcessNative:
         with self._lock:
             _close_fd(worker.pidfd)
             worker.pidfd = pidfd
-            if worker.render is not None:
-                worker.render.close()
+            _close_line(worker)
             worker.render = ours
         _ring(self._watch_fd)
         return ready_r
@@ -799,6 +804,16 @@ def _describe_exit(code: int) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exited with code {code}"
+
+
+def _close_line(worker: _Worker) -> None:
+    """Close ``worker``'s render socket: shut down first, so that a ``recv`` blocked on it in
+    another thread returns."""
+    line, worker.render = worker.render, None
+    if line is not None:
+        with contextlib.suppress(OSError):
+            line.shutdown(socket.SHUT_RDWR)
+        line.close()
 
 
 def _read_exactly(line: socket.socket, n: int) -> bytes:

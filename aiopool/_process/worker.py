@@ -90,10 +90,24 @@ class Worker:
         self.commit_rows = max(1, config["commit_rows"])
         self.polite = bool(config.get("polite", True))
         self.same_step = plan.same_step
+        # A rendering pool's requests (backend.py's ``_ask_frame``), served between steps; not
+        # inherited by processes the envs start, so a dead worker's line reads EOF in the pool.
+        fd = config.get("render_fd")
+        if fd is not None:
+            os.set_inheritable(fd, False)
+        self.render = None if fd is None else socket.socket(fileno=fd)
+        self.render_poll = select.poll()
+        self.poller = select.poll()  # serve()'s: the inbox, the parent, the render line
+        for fd in (self.inbox_fd, self.parent_fd):
+            self.poller.register(fd, select.POLLIN)
+        if self.render is not None:
+            self.render_poll.register(self.render, select.POLLIN)
+            self.poller.register(self.render, select.POLLIN)
         factory: Callable[[], Any] = cloudpickle.loads(config["factory"])
         self.env_ids: list[int] = config["env_ids"]
         self.envs = {i: factory() for i in self.env_ids}
         self.needs_reset = dict.fromkeys(self.env_ids, True)
+        self.unreset = set(self.env_ids)  # never reset in this process: nothing to draw yet
         self.ep_return = dict.fromkeys(self.env_ids, 0.0)
         self.ep_length = dict.fromkeys(self.env_ids, 0)
         self.elapsed = dict.fromkeys(self.env_ids, 0)
@@ -101,13 +115,6 @@ class Worker:
         self.write_final = _obs_writer(plan, self.lay.final_obs) if self.same_step else None
         self.info_keys = [(f.name, self.lay.info[f.name]) for f in plan.info]
         self.action_is_int = plan.action.shape == () and np.dtype(plan.action.dtype).kind in "iu"
-        # A rendering pool's requests (backend.py's ``_ask_frame``), served between steps.
-        fd = config.get("render_fd")
-        self.render = None if fd is None else socket.socket(fileno=fd)
-        self.render_poll = select.poll()
-        self.poller = select.poll()  # serve()'s: the inbox, the parent, the render line
-        if self.render is not None:
-            self.render_poll.register(self.render, select.POLLIN)
 
     def serve(self) -> None:
         lay, w, cap = self.lay, self.w, self.cap
@@ -115,11 +122,7 @@ class Worker:
         inbox_tail, outbox_tail = lay.inbox_tail[w], lay.outbox_tail[w]
         sleeping, armed, need = lay.sleeping[w], lay.armed[0], lay.need[0]
         head = done = 0  # the pool zeroes both tails before it starts a worker
-        poller = self.poller = select.poll()
-        poller.register(self.inbox_fd, select.POLLIN)
-        poller.register(self.parent_fd, select.POLLIN)
-        if self.render is not None:
-            poller.register(self.render, select.POLLIN)
+        poller = self.poller
         while True:
             if self.render is not None and self.render_poll.poll(0):
                 self._serve_render()
@@ -174,11 +177,16 @@ class Worker:
             self.render = None
             return
         i = int.from_bytes(request, "little")
-        answer: tuple[str, Any]
+        answer: tuple[str, Any] = ("fresh", None)
+        busy = self.lay.busy_since[self.w]  # a render() hung past step_timeout is killed too
+        self._store(busy, time.monotonic_ns())
         try:
-            answer = ("ok", np.asarray(self.envs[i].render(), dtype=np.uint8))
+            if i not in self.unreset:
+                answer = ("ok", np.asarray(self.envs[i].render(), dtype=np.uint8))
         except Exception:
             answer = ("error", _shortened(traceback.format_exc()))
+        finally:
+            self._store(busy, 0)
         data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
         self.render.sendall(len(data).to_bytes(8, "little") + data)
 
@@ -228,6 +236,7 @@ class Worker:
                     seed = int(lay.seed[i]) if commands[j] == RESET_SEEDED else None
                     obs, info = env.reset(seed=seed)
                     needs_reset[i] = False
+                    self.unreset.discard(i)
                     return_of[i], length_of[i], elapsed_of[i] = 0.0, 0, 0
                 else:
                     obs, r, term, trunc, info = env.step(actions[j])

@@ -46,6 +46,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../../env.h"
@@ -467,7 +468,7 @@ class Dmc {
     std::memcpy(d->ctrl, action, sizeof(double) * static_cast<std::size_t>(physics_.model()->nu));
     const auto before = physics_.warnings();
     if (!mujoco::trapped([this] { physics_.step(control_steps_); })) {
-      error_ = std::string("mujoco.FatalError: ") + mujoco::t_trap.message;
+      set_error(std::string("mujoco.FatalError: ") + mujoco::t_trap.message);
       failed_ = true;
       mj_resetData(physics_.model(), physics_.data());
       return {0.0, false, true};
@@ -502,16 +503,25 @@ class Dmc {
         // a GL failure: a black frame and the env's error, never a worker's crash
         std::memset(frame, 0,
                     3 * static_cast<std::size_t>(render_.width) * static_cast<std::size_t>(render_.height));
-        error_ = std::string("MuJoCo could not render: ") + mujoco::t_trap.message;
+        set_error(std::string("MuJoCo could not render: ") + mujoco::t_trap.message);
       }
     });
   }
 
   bool failed() const { return failed_; }
-  const std::string& error() const { return error_; }  // the last one, kept through resets
+  // The last error (kept through resets); any thread.
+  std::string error() const {
+    std::lock_guard<std::mutex> lock(*error_mu_);
+    return error_;
+  }
 
  private:
   using ObsType = mujoco::ObsType;
+
+  void set_error(std::string e) {
+    std::lock_guard<std::mutex> lock(*error_mu_);
+    error_ = std::move(e);
+  }
 
   // obs_type: "state" (the task's observations), "pixels" or "state+pixels" (dm_control's
   // pixels.Wrapper, pixels_only True / False); frame_stack stacks pixel observations.
@@ -555,7 +565,7 @@ class Dmc {
     for (int i = 0; i < mjNWARNING; ++i)
       if (after[i] > before[i]) names += (names.empty() ? "" : ", ") + std::string(warning_name(i));
     if (names.empty()) return true;
-    error_ = "PhysicsError: Physics state is invalid. Warning(s) raised: " + names;
+    set_error("PhysicsError: Physics state is invalid. Warning(s) raised: " + names);
     failed_ = true;
     return false;
   }
@@ -566,6 +576,7 @@ class Dmc {
   RandomState random_;
   int control_steps_;
   bool failed_ = false;
+  std::unique_ptr<std::mutex> error_mu_ = std::make_unique<std::mutex>();  // error_: read by any thread
   std::string error_;
   mujoco::RenderSettings render_;
   mujoco::PixelStacks pixels_;      // inactive for obs_type="state"
