@@ -164,6 +164,7 @@ class TestBlackjackConformsToDmEnv(_Conformance, absltest.TestCase):
     env_id = "Blackjack-v1"  # a Tuple observation: a tuple of specs and of values
 
 
+@pytest.mark.slow  # 30 s: ~1,000 frames through llvmpipe's 4096² shadow map
 class TestHopperStatePixelsConformsToDmEnv(_Conformance, absltest.TestCase):
     env_id = "Hopper-v5"  # a Dict of float64 states and uint8 frames, both stacked
     kwargs = {"obs_type": "state+pixels", "width": 12, "height": 10, "frame_stack": 2,  # noqa: RUF012
