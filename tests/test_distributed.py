@@ -1152,3 +1152,33 @@ async def test_the_cem_example_runs_its_loop_on_a_remote_pool() -> None:
                      **HALF_CPU) as pool:
         result = await distributed_cem.train(args, pool)
     assert result["generations"] == 2 and result["env_steps"] > 0
+
+
+@ASYNCIO_ONLY
+async def test_a_rendering_remote_pool_draws_each_actors_envs() -> None:
+    """render_mode travels to the actors' pools; render / arender give the frames of envs held
+    by both actors in the order asked, equal to gymnasium's, and refuse envs in flight."""
+    with make_remote("CartPole-v1", num_envs=4, batch_size=2, num_actors=2, seed=3,
+                     render_mode="rgb_array", **HALF_CPU) as pool:
+        assert pool.render_mode == "rgb_array" and pool.render_fps == 50.0
+        with pytest.raises(ValueError, match="not been reset"):
+            pool.render()
+        pool.async_reset()
+        for _ in range(2):
+            await pool.recv(timeout=30)
+        frames = pool.render([3, 0, 2])
+        assert frames.shape == (3, 400, 600, 3) and not frames.flags.writeable
+        for row, i in enumerate([3, 0, 2]):
+            ref = gym.make("CartPole-v1", render_mode="rgb_array")
+            ref.reset(seed=3 + i)
+            assert np.array_equal(frames[row], ref.render()), f"env {i}"
+            ref.close()
+        assert np.array_equal(await pool.arender([2, 3]), frames[[2, 0]])
+        pool.send(np.zeros(2, np.int64), env_ids=[0, 1])
+        with pytest.raises(ValueError, match="env 0 has a step in flight"):
+            pool.render()
+        await pool.recv(timeout=30)
+        assert pool.render().shape == (4, 400, 600, 3)
+    with make_remote("CartPole-v1", num_envs=2, num_actors=1, **HALF_CPU) as pool:
+        with pytest.raises(ValueError, match="render_mode='rgb_array'"):
+            pool.render()

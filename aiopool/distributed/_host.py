@@ -152,6 +152,7 @@ class PoolHost:
                 "num_envs": pool.num_envs, "batch_size": pool.batch_size,
                 "num_threads": getattr(pool, "num_threads", None), "backend": pool.backend,
                 "autoreset": pool.autoreset, "max_seed": int(spec_dict.get("max_seed", -1)),
+                "render_fps": pool.render_fps if pool.render_mode is not None else 0.0,
                 "pid": os.getpid(), "incarnation": self.incarnation,
                 "reconstructed": self.reconstructed}
 
@@ -160,6 +161,10 @@ class PoolHost:
 
     def env_error(self, env_id: int) -> str:
         return self._pool.env_error(env_id)
+
+    async def render(self, env_ids: npt.NDArray[np.int32]) -> npt.NDArray[np.uint8]:
+        """The frames of this actor's envs ``env_ids`` (its pool's ``arender``)."""
+        return await self._pool.arender(env_ids)
 
     def close(self) -> None:
         self._pool.close()

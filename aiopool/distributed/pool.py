@@ -170,6 +170,7 @@ class RemotePool:
         self._names: tuple[str, ...] = described["field_names"]
         self._threads: int = described["num_threads"] or 0
         self._max_seed: int = described["max_seed"]
+        self._render_fps: float = described.get("render_fps", 0.0)
         self._pg = placement_group
         self._state = _State.OPEN
         self._offsets = np.array([a.offset for a in actors], dtype=np.int64)
@@ -571,6 +572,57 @@ class RemotePool:
         self._check_open()
         a = self._actors[self._owner(int(env_id))]
         return str(ray.get(a.handle.env_error.remote(int(env_id) - a.offset)))
+
+    @property
+    def render_mode(self) -> str | None:
+        """``"rgb_array"`` where the pool was made to render (``render_mode=`` of make)."""
+        return self.spec.render_mode
+
+    @property
+    def render_fps(self) -> float:
+        """The frame rate of the envs' videos (as ``Pool.render_fps``)."""
+        return self._render_fps
+
+    def render(self, env_ids: npt.ArrayLike | None = None) -> npt.NDArray[np.uint8]:
+        """The current frames of ``env_ids`` (default all), batch-first, read-only: each
+        actor's pool draws its envs (``Pool.render``) and the frames come back in the order
+        asked. Envs with a step in flight or never reset are refused, as ``Pool.render``
+        refuses them."""
+        return self._gather_frames(self._render_calls(env_ids), ray.get)
+
+    async def arender(self, env_ids: npt.ArrayLike | None = None) -> npt.NDArray[np.uint8]:
+        """``render`` without blocking the event loop."""
+        calls = self._render_calls(env_ids)
+        parts = await asyncio.gather(*(ref for _, ref in calls))
+        return self._gather_frames(calls, lambda refs: parts)
+
+    def _render_calls(self, env_ids: npt.ArrayLike | None) -> list[tuple[Any, Any]]:
+        """(positions, the actor's render call) per actor holding some of ``env_ids``."""
+        self._check_open()
+        if self.spec.render_mode is None:
+            raise ValueError(f"this {self.spec.id} pool renders nothing: make it with "
+                             "render_mode='rgb_array'")
+        ids = self._all_ids if env_ids is None else self._as_ids(env_ids)
+        for mask, why in ((self._lost, "was lost with its actor"),
+                          (self._unreset, "has not been reset yet; call async_reset() first"),
+                          (self._busy & ~self._held, "has a step in flight; receive its row "
+                                                     "first")):
+            if mask[ids].any():
+                raise ValueError(f"render: env {int(ids[mask[ids]][0])} {why}")
+        return [(where, a.handle.render.remote((ids[where] - a.offset).astype(np.int32)))
+                for a, where in self._route(ids)]
+
+    def _gather_frames(self, calls: list[tuple[Any, Any]],
+                       get: Any) -> npt.NDArray[np.uint8]:
+        parts = get([ref for _, ref in calls]) if calls else []
+        if not calls:
+            return np.zeros((0, 0, 0, 3), np.uint8)
+        first = np.asarray(parts[0])
+        frames = np.empty((sum(len(w) for w, _ in calls), *first.shape[1:]), np.uint8)
+        for (where, _), part in zip(calls, parts, strict=True):
+            frames[where] = part
+        frames.flags.writeable = False
+        return frames
 
     def actor_pids(self) -> list[int]:
         """The process id of each actor (on its node)."""
