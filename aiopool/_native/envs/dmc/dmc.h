@@ -405,19 +405,10 @@ class Dmc {
       }
     }
     if (type != ObsType::kState) {  // the frames after the state parts, in one byte row
-      std::vector<int64_t> shape = {r.height, r.width, 3};
-      if (k > 1) shape.insert(shape.begin(), k);
-      const int64_t n = k * r.height * r.width * 3;
-      s.obs_parts.push_back({"pixels",
-                             {Space::Kind::kBox, DType::kUInt8, shape, std::vector<double>(n, 0.0),
-                              std::vector<double>(n, 255.0)}});
+      Space frames = mujoco::frames_space(k, r);
+      s.observation_space = mujoco::byte_row((type == ObsType::kPixels ? 0 : total * k * 8) + frames.size());
+      s.obs_parts.push_back({"pixels", std::move(frames)});
       s.state_obs_bytes = static_cast<std::size_t>(total) * sizeof(double);
-      const int64_t bytes = type == ObsType::kPixels ? n : (total * k * 8 + n + 7) / 8 * 8;
-      s.observation_space = {Space::Kind::kBox,
-                             DType::kUInt8,
-                             {bytes},
-                             std::vector<double>(bytes, 0.0),
-                             std::vector<double>(bytes, 255.0)};
     }
     std::vector<double> low(static_cast<std::size_t>(m->nu)), high(low.size());
     for (int i = 0; i < m->nu; ++i) {
@@ -441,7 +432,7 @@ class Dmc {
         render_(render_settings(config, assets_.get())),
         pixels_(
             obs_type(config) == ObsType::kState ? 0 : static_cast<std::size_t>(config.get_int("frame_stack")),
-            3 * static_cast<std::size_t>(render_.width) * static_cast<std::size_t>(render_.height)) {
+            render_) {
     if (obs_type(config) == ObsType::kStatePixels)
       for (const Part& p : state_parts(config))
         units_.push_back(static_cast<std::size_t>(p.count()) * sizeof(double));
@@ -498,13 +489,12 @@ class Dmc {
   bool pixel_obs() const { return pixels_.active(); }
   void write_pixels(uint8_t* obs, std::span<const std::byte> state) {
     pixels_.write(obs, state.data(), units_, [&](uint8_t* frame) {
-      if (!mujoco::trapped(
-              [&] { mujoco::draw_dm_control(assets_, physics_.model(), physics_.data(), render_, frame); })) {
-        // a GL failure: a black frame and the env's error, never a worker's crash
-        std::memset(frame, 0,
-                    3 * static_cast<std::size_t>(render_.width) * static_cast<std::size_t>(render_.height));
-        set_error(std::string("MuJoCo could not render: ") + mujoco::t_trap.message);
-      }
+      if (mujoco::trapped(
+              [&] { mujoco::draw_dm_control(assets_, physics_.model(), physics_.data(), render_, frame); }))
+        return true;
+      // a GL failure: a black frame and the env's error, never a worker's crash
+      set_error(std::string("MuJoCo could not render: ") + mujoco::t_trap.message);
+      return false;
     });
   }
 

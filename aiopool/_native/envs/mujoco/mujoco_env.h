@@ -226,23 +226,14 @@ inline EnvSpec make_spec(const Config& c, const mjModel* m, int64_t obs_size, st
     s.observation_space = unbounded(obs_size);
   } else {
     const int64_t k = c.get_int("frame_stack");
-    Space pixels{Space::Kind::kBox, DType::kUInt8, {r.height, r.width, 3}, {}, {}, 0};
-    if (k > 1) pixels.shape.insert(pixels.shape.begin(), k);
-    pixels.low.assign(static_cast<std::size_t>(pixels.size()), 0.0);
-    pixels.high.assign(static_cast<std::size_t>(pixels.size()), 255.0);
+    Space pixels = frames_space(k, r);
     s.state_obs_bytes = static_cast<std::size_t>(obs_size) * sizeof(double);
     if (type == ObsType::kPixels) {
       s.observation_space = std::move(pixels);
     } else {
       Space state = unbounded(obs_size * k);
       if (k > 1) state.shape = {k, obs_size};
-      const int64_t bytes = (state.size() * 8 + pixels.size() + 7) / 8 * 8;
-      s.observation_space = {Space::Kind::kBox,
-                             DType::kUInt8,
-                             {bytes},
-                             std::vector<double>(static_cast<std::size_t>(bytes), 0.0),
-                             std::vector<double>(static_cast<std::size_t>(bytes), 255.0),
-                             0};
+      s.observation_space = byte_row(state.size() * 8 + pixels.size());
       s.obs_parts = {{"state", std::move(state)}, {"pixels", std::move(pixels)}};
       s.obs_dict = true;
     }
@@ -271,8 +262,7 @@ class MujocoEnv {
         init_qpos(d->qpos, d->qpos + m->nq),
         init_qvel(d->qvel, d->qvel + m->nv),
         render_(render_settings(config, m)),
-        pixels_(wants_pixels(config) ? static_cast<std::size_t>(config.get_int("frame_stack")) : 0,
-                3 * static_cast<std::size_t>(render_.width) * static_cast<std::size_t>(render_.height)),
+        pixels_(wants_pixels(config) ? static_cast<std::size_t>(config.get_int("frame_stack")) : 0, render_),
         with_state_(obs_type(config) == ObsType::kStatePixels) {
     if (frame_skip < 1) throw std::invalid_argument("frame_skip must be >= 1");
     if (pixels_.active()) Egl::get();  // no EGL: an error at make(), not on a worker
@@ -309,12 +299,9 @@ class MujocoEnv {
     const std::size_t unit = state.size();
     const std::span<const std::size_t> units(&unit, with_state_ ? 1 : 0);
     pixels_.write(obs, state.data(), units, [&](uint8_t* frame) {
-      if (!trapped([&] { camera_.draw(model_, d, render_, frame); })) {
-        // a GL failure: a black frame and the env's error, never a worker's crash
-        std::memset(frame, 0,
-                    3 * static_cast<std::size_t>(render_.width) * static_cast<std::size_t>(render_.height));
-        record_error();
-      }
+      if (trapped([&] { camera_.draw(model_, d, render_, frame); })) return true;
+      record_error();  // a GL failure: a black frame and the env's error, never a worker's crash
+      return false;
     });
   }
 

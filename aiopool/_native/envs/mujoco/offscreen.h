@@ -40,6 +40,8 @@
 #include <tuple>
 #include <vector>
 
+#include "../../env.h"
+
 namespace aiopool::mujoco {
 
 // What gymnasium's rendering kwargs decide, resolved against the model.
@@ -353,19 +355,43 @@ inline ObsType parse_obs_type(const std::string& t, int64_t frame_stack) {
   return t == "state" ? ObsType::kState : t == "pixels" ? ObsType::kPixels : ObsType::kStatePixels;
 }
 
+// The frames of a pixel observation: uint8 (height, width, 3), or (k, height, width, 3) stacked.
+inline Space frames_space(int64_t k, const RenderSettings& s) {
+  Space space{Space::Kind::kBox, DType::kUInt8, {s.height, s.width, 3}, {}, {}, 0};
+  if (k > 1) space.shape.insert(space.shape.begin(), k);
+  space.low.assign(static_cast<std::size_t>(space.size()), 0.0);
+  space.high.assign(static_cast<std::size_t>(space.size()), 255.0);
+  return space;
+}
+
+// The row of an observation whose parts differ in dtype (state+pixels): `bytes` of them, padded
+// to 8 so that each row's float64 parts stay aligned.
+inline Space byte_row(int64_t bytes) {
+  const int64_t padded = (bytes + 7) / 8 * 8;
+  const auto n = static_cast<std::size_t>(padded);
+  return {Space::Kind::kBox,
+          DType::kUInt8,
+          {padded},
+          std::vector<double>(n, 0.0),
+          std::vector<double>(n, 255.0),
+          0};
+}
+
 // An env's pixel observations: each row holds, one after another, a stack of each state part
 // (the state observations, where the observation has them) and a stack of frames, `k` slots
 // each, oldest first. After a reset every slot holds the new observation (FrameStackObservation's
 // padding "reset"); after a step each stack moves up by one. k = 0: no pixel observations.
 class PixelStacks {
  public:
-  PixelStacks(std::size_t k, std::size_t frame_bytes) : k_(k), frame_(frame_bytes) {}
+  PixelStacks(std::size_t k, const RenderSettings& s)
+      : k_(k), frame_(3 * static_cast<std::size_t>(s.width) * static_cast<std::size_t>(s.height)) {}
 
   bool active() const { return k_ > 0; }
   void reset() { fresh_ = true; }
 
   // Writes the row `obs`: the state parts from `state` (`units`: each part's bytes, one after
-  // another there; empty for frames only), then the frame `draw(uint8_t*)` draws in place.
+  // another there; empty for frames only), then the frame `draw(uint8_t*)` draws in place. A
+  // draw that fails (returns false: a GL error, which the env records) leaves a black frame.
   template <class Draw>
   void write(uint8_t* obs, const std::byte* state, std::span<const std::size_t> units, Draw&& draw) {
     std::size_t at = 0;
@@ -375,7 +401,7 @@ class PixelStacks {
       at += unit * k_;
     }
     uint8_t* last = obs + at + (k_ - 1) * frame_;
-    draw(last);
+    if (!draw(last)) std::memset(last, 0, frame_);
     stack(obs + at, last, frame_, at);
     if (k_ > 1) last_.assign(obs, obs + at + k_ * frame_);
     fresh_ = false;
