@@ -101,11 +101,12 @@ _ALIASES = {"phys2d/CartPole-v0": "CartPole-v0", "phys2d/CartPole-v1": "CartPole
             "tabular/CliffWalking-v0": "CliffWalking-v1",
             # EnvPool's v2 and v3 landers are one env; aiopool's is gymnasium 1.4's v3.
             "LunarLander-v2": "LunarLander-v3",
-            "LunarLanderContinuous-v2": "LunarLanderContinuous-v3"}  # EnvPool's name -> aiopool's
+            "LunarLanderContinuous-v2": "LunarLanderContinuous-v3",
+            "CarRacing-v2": "CarRacing-v3"}  # EnvPool's name -> aiopool's
 _ENVPOOL_NAME = {"TicTacToe3D-v5": "TicTacToe3d-v5", "Taxi-v4": "Taxi-v3"}
 # Aliases list_all_envs() names beside the ids (EnvPool lists them as task ids too).
 _LISTED_ALIASES = ("phys2d/CartPole-v0", "phys2d/CartPole-v1", "CliffWalking-v0",
-                   "LunarLander-v2", "LunarLanderContinuous-v2")
+                   "LunarLander-v2", "LunarLanderContinuous-v2", "CarRacing-v2")
 # EnvPool's toy-text info keys beside env_id / players / elapsed_step (float32 there).
 _TOY_TEXT_INFO = {"CliffWalking-v1": ("prob",), "CliffWalkingSlippery-v1": ("prob",)}
 
@@ -117,7 +118,7 @@ _REWARD_THRESHOLD = {
     "HalfCheetah-v5": 4800.0, "Hopper-v5": 6000.0, "InvertedDoublePendulum-v5": 9100.0,
     "InvertedPendulum-v5": 950.0, "Pusher-v5": 0.0, "Reacher-v5": -3.75, "Swimmer-v5": 360.0,
     "LunarLander-v3": 200.0, "LunarLanderContinuous-v3": 200.0, "BipedalWalker-v3": 300.0,
-    "BipedalWalkerHardcore-v3": 300.0}
+    "BipedalWalkerHardcore-v3": 300.0, "CarRacing-v3": 900.0}
 
 # EnvPool's env-specific config keys and defaults, in EnvPool's order.
 _ATARI_KEYS: dict[str, Any] = {
@@ -137,7 +138,8 @@ _CLASSIC_KEYS: dict[str, dict[str, Any]] = {
     "FrozenLake-v1": {"size": 4}, "FrozenLake8x8-v1": {"size": 8},
     "CliffWalking-v1": {"is_slippery": False}, "CliffWalkingSlippery-v1": {"is_slippery": True},
     "Blackjack-v1": {"natural": False, "sab": True},
-    "BipedalWalker-v3": {"hardcore": False}, "BipedalWalkerHardcore-v3": {"hardcore": True}}
+    "BipedalWalker-v3": {"hardcore": False}, "BipedalWalkerHardcore-v3": {"hardcore": True},
+    "CarRacing-v3": {"lap_complete_percent": 0.95}}
 _V5 = {"frame_stack": 1, "post_constraint": True}
 _MUJOCO_KEYS: dict[str, dict[str, Any]] = {
     "Ant-v5": {"frame_skip": 5, **_V5, "use_contact_force": True,

@@ -77,6 +77,8 @@ def family_of(env_id: str) -> NativeFamily | None:
 
 def _renders(family: NativeFamily, env_id: str) -> str | None:
     """How ``env_id`` renders: its family's way, where gymnasium's env can draw it."""
+    if env_id in family.native_frames:
+        return "native"
     return family.renders if family.renders != "python" or draws(env_id) else None
 
 

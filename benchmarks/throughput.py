@@ -429,7 +429,7 @@ def run_python_loop(env_id: str, shape: Shape, budget: Budget) -> Timing:
         obs = np.empty((m, *(space.shape or ())), dtype=space.dtype)
         for i, env in enumerate(envs):
             obs[i] = env.reset(seed=i)[0]
-        actions = (a.tolist() for a in action_cycle(envs[0].action_space, m))
+        actions = (list(a) for a in action_cycle(envs[0].action_space, m))
         meter = Meter(budget)
         while True:
             for i, (env, action) in enumerate(zip(envs, next(actions), strict=True)):

@@ -47,7 +47,8 @@ if(AIOPOOL_WITH_BOX2D)
     # The limit rows of benchmarks/throughput.py: each env class and the module's Box2D build,
     # one thread, no pool (cmake --build <build dir> --target box2d_limit_LunarLander).
     foreach(_env LunarLander:lunar_lander LunarLanderContinuous:lunar_lander
-                 BipedalWalker:bipedal_walker BipedalWalkerHardcore:bipedal_walker)
+                 BipedalWalker:bipedal_walker BipedalWalkerHardcore:bipedal_walker
+                 CarRacing:car_racing)
       string(REPLACE ":" ";" _env "${_env}")
       list(GET _env 0 _class)
       list(GET _env 1 _header)

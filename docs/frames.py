@@ -17,6 +17,7 @@ import aiopool
 IDS = {"CartPole-v1": {}, "Acrobot-v1": {}, "FrozenLake8x8-v1": {}, "Taxi-v4": {},
        "HalfCheetah-v5": {"width": 320, "height": 240}, "Ant-v5": {"width": 320, "height": 240},
        "Pong-v5": {}, "Breakout-v5": {}, "LunarLander-v3": {}, "BipedalWalkerHardcore-v3": {},
+       "CarRacing-v3": {},
        "dmc/cheetah-run": {"camera_id": "side"}, "dmc/manipulator-bring_ball": {}}
 
 

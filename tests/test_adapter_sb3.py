@@ -44,7 +44,8 @@ def _compare_step(ref: VecEnv, ours: VecEnv, actions: Any, t: int) -> tuple[int,
 @pytest.mark.parametrize(("env_id", "kw"), [("CartPole-v1", {"max_episode_steps": 15}),
                                             ("Pendulum-v1", {"max_episode_steps": 50}),
                                             ("LunarLander-v3", {"max_episode_steps": 60}),
-                                            ("BipedalWalker-v3", {"max_episode_steps": 40})])
+                                            ("BipedalWalker-v3", {"max_episode_steps": 40}),
+                                            ("CarRacing-v3", {"max_episode_steps": 30})])
 def test_matches_dummy_vec_env_step_by_step(env_id: str, kw: dict[str, Any],
                                             backend: str) -> None:
     ref = _dummy(env_id, **kw)

@@ -133,8 +133,8 @@ def _same_structure(mine: Any, theirs: Any, envpool_only: frozenset[str] = froze
 
 SIDE_BY_SIDE = ["Pong-v5", "Breakout-v5", "CartPole-v1", "Pendulum-v1", "HalfCheetah-v5",
                 "Hopper-v5", "Acrobot-v1", "FrozenLake8x8-v1", "Taxi-v3", "CliffWalking-v0",
-                "LunarLander-v2", "BipedalWalkerHardcore-v3", "Blackjack-v1", "CheetahRun-v1",
-                "HumanoidCMUWalk-v1", "CartpoleThreePoles-v1", "StackerStack4-v1",
+                "LunarLander-v2", "BipedalWalkerHardcore-v3", "CarRacing-v2", "Blackjack-v1",
+                "CheetahRun-v1", "HumanoidCMUWalk-v1", "CartpoleThreePoles-v1", "StackerStack4-v1",
                 "ManipulatorInsertPeg-v1",  # these two: matrix observation parts
                 "QuadrupedEscape-v1"]  # a heightfield drawn at each reset
 
@@ -521,7 +521,7 @@ def test_control_suite_ids_step_dm_controls_tasks(env_type: str) -> None:
 @pytest.mark.parametrize(("task_id", "kwargs", "error", "match"), [
     ("HalfCheetah-v4", {}, ValueError, "only gymnasium's v5 MuJoCo envs: use 'HalfCheetah-v5'"),
     ("Pong-v4", {}, ValueError, "did you mean 'Pong-v5'"),
-    ("CarRacing-v3", {}, ValueError,
+    ("MiniGrid-Empty-5x5-v0", {}, ValueError,
      "It has CartPole-v0, CartPole-v1, .*LunarLander-v3.*Ant-v5.*Atari games"),
     ("Pong-v5", {"reward_clipping": True}, TypeError, "did you mean 'reward_clip'"),
     ("Pong-v5", {"episodic_lives": True}, TypeError, "did you mean 'episodic_life'"),

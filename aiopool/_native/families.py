@@ -47,6 +47,8 @@ class NativeFamily:
             env's state drawn by its gymnasium class's own ``render()``; ``"dm_control"``, the
             env's model and data drawn by dm_control's ``physics.render``; None, it cannot
             render (``make`` says so).
+        native_frames: ids of a ``"python"`` family whose C++ env draws its own frames
+            (``"native"``): CarRacing, whose observation is its frame.
         render_kwargs: the reference's rendering kwargs of its envs (MuJoCo's ``width``, ...),
             which ``make`` takes and hands to the renderer.
         render_config: native config keys ``make`` sets when it renders, for the envs that
@@ -74,6 +76,7 @@ class NativeFamily:
     pattern: str | None = None
     finite_actions: bool = True
     renders: str | None = None
+    native_frames: frozenset[str] = frozenset()
     render_kwargs: frozenset[str] = frozenset()
     render_config: frozenset[str] = frozenset()
     preload: Callable[[], None] | None = None
@@ -214,11 +217,22 @@ ATARI = NativeFamily(
               "-Ccmake.define.ALE_SOURCE_DIR=/path/to/ale_py-0.12.1")
 
 
+def _prepare_box2d(env_id: str, config: dict[str, Any]) -> dict[str, Any]:
+    """CarRacing's glyph table for its score (pygame_font.py), as hex text."""
+    if "score_glyphs" not in config:
+        return config
+    from .pygame_font import glyph_table
+
+    return {**config, "score_glyphs": glyph_table().hex()}
+
+
 BOX2D = NativeFamily(
     name="box2d", title="Box2D", module="_box2d",
     ids=frozenset({"LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3",
-                   "BipedalWalkerHardcore-v3"}),
-    renders="python", render_config=frozenset({"particles"}),
+                   "BipedalWalkerHardcore-v3", "CarRacing-v3"}),
+    renders="python", native_frames=frozenset({"CarRacing-v3"}),
+    render_config=frozenset({"particles"}),
+    prepared=frozenset({"score_glyphs"}), prepare=_prepare_box2d,
     not_built="this aiopool was built without Box2D (-DAIOPOOL_WITH_BOX2D=OFF, or the build "
               "could not fetch the box2d-py 2.3.8 sdist; its log says why). Reinstall with access "
               "to PyPI, or pass an unpacked sdist: pip install -e . "

@@ -79,10 +79,13 @@ FAMILIES: dict[str, dict[str, str]] = {
         "parity": "**bit for bit**: observations, rewards, terminated, truncated, through "
                   "autoresets, in every autoreset mode, with every kwarg (LunarLander's "
                   "`continuous`, `gravity`, `enable_wind`, `wind_power`, `turbulence_power`; "
-                  "BipedalWalker's `hardcore`), landings, crashes and falls included",
+                  "BipedalWalker's `hardcore`; CarRacing's `continuous`, `lap_complete_percent`, "
+                  "`domain_randomize`), landings, crashes, falls, finished laps and cars off the "
+                  "field included; CarRacing's observation (its 96×96 frame) byte for byte too",
         "test": "tests/test_parity_classic_control.py",
         "frames": "gymnasium's own pygame drawing of the env's state, LunarLander's engine "
-                  "particles and BipedalWalker's terrain, clouds and lidar included "
+                  "particles and BipedalWalker's terrain, clouds and lidar included; "
+                  "CarRacing's frames in C++ with copies of pygame's rasterisers "
                   "(`pip install -e \".[render]\"`)",
     },
     "dmc": {
