@@ -139,7 +139,10 @@ _CLASSIC_KEYS: dict[str, dict[str, Any]] = {
     "CliffWalking-v1": {"is_slippery": False}, "CliffWalkingSlippery-v1": {"is_slippery": True},
     "Blackjack-v1": {"natural": False, "sab": True},
     "BipedalWalker-v3": {"hardcore": False}, "BipedalWalkerHardcore-v3": {"hardcore": True},
-    "CarRacing-v3": {"lap_complete_percent": 0.95}}
+    "CarRacing-v3": {"lap_complete_percent": float(np.float32(0.95))}}
+# Config keys EnvPool holds as float32 (its config shows 0.949999988 for 0.95): the config
+# holds them so, and gymnasium's env gets the shortest decimal of that float32 (0.95).
+_FLOAT32_KEYS = frozenset({"lap_complete_percent"})
 _V5 = {"frame_stack": 1, "post_constraint": True}
 _MUJOCO_KEYS: dict[str, dict[str, Any]] = {
     "Ant-v5": {"frame_skip": 5, **_V5, "use_contact_force": True,
@@ -384,6 +387,8 @@ def _plan(task_id: str, kwargs: dict[str, Any]) -> _Plan:
             raise TypeError(f"{task_id} got an unexpected keyword argument {name!r}{hint}; "
                             f"EnvPool's keywords for it: {', '.join(config)}")
         config[name] = _checked(task_id, name, value, config[name])
+        if name in _FLOAT32_KEYS:
+            config[name] = float(np.float32(config[name]))
     num_envs = config["num_envs"]
     if num_envs < 1:
         raise ValueError(f"num_envs is {num_envs}, expected >= 1")
@@ -569,6 +574,8 @@ def _gym_kwargs(task: _Task, config: dict[str, Any]) -> tuple[dict[str, Any], in
                                  "maps; aiopool.make takes any map as gymnasium's desc)")
             kwargs["map_name"] = f"{value}x{value}"
             continue
+        if name in _FLOAT32_KEYS:
+            value = float(str(np.float32(value)))
         if target in native and name != "frame_stack":  # EnvPool's stacks state observations,
             kwargs[target] = value                         # aiopool's MuJoCo pixel ones
             continue

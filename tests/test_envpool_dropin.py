@@ -228,6 +228,16 @@ def test_list_all_envs_and_make_spec_match_envpool() -> None:
         0, 255, (6, 100, 80), np.uint8)
 
 
+def test_float32_config_keys_reach_gymnasium_s_env_as_their_decimals() -> None:
+    """EnvPool's config holds CarRacing's lap_complete_percent as float32 (0.949999988), as
+    the drop-in's does; gymnasium's env gets 0.95, the default it would have."""
+    for given, want in (({}, 0.95), ({"lap_complete_percent": 0.5}, 0.5)):
+        env = ours.make("CarRacing-v2", env_type="gymnasium", num_envs=1, **given)
+        assert env.config["lap_complete_percent"] == float(np.float32(want))
+        assert env._pool.spec.config["lap_complete_percent"] == want  # type: ignore[attr-defined]
+        env.close()
+
+
 def test_list_all_envs_names_envpool_ids() -> None:
     listed = ours.list_all_envs()
     assert "Pong-v5" in listed and "HalfCheetah-v5" in listed and "CartPole-v0" in listed
