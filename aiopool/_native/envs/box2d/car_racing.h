@@ -487,10 +487,9 @@ class CarRacing {
       const double val = std::abs(w.steer - joint_angle);
       w.joint->SetMotorSpeed(static_cast<float>(dir * std::min(50.0 * val, 3.0)));
 
+      // Every tile's road_friction is 1.0: the max over the tiles touched, or grass's 0.6.
       const bool grass = w.tiles.empty();
-      double friction_limit = kFrictionLimit * 0.6;  // grass
-      for (std::size_t k = 0; k < w.tiles.size(); ++k)
-        friction_limit = std::max(friction_limit, kFrictionLimit * 1.0);
+      const double friction_limit = grass ? kFrictionLimit * 0.6 : kFrictionLimit * 1.0;
 
       const b2Vec2 forw = w.body->GetWorldVector(b2Vec2(0.0f, 1.0f));
       const b2Vec2 side = w.body->GetWorldVector(b2Vec2(1.0f, 0.0f));
