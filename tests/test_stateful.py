@@ -347,11 +347,12 @@ class Kept:
         return bad
 
 
-@dataclass
+@dataclass(eq=False)
 class Holder:
     """The model of a task that receives: the env ids of each batch handed to it and not yet
     sent, released or dropped, and whether it waits in a receive (its rows cannot come back
-    meanwhile, so they do not count for anyone)."""
+    meanwhile, so they do not count for anyone). Compared by identity: two holders with the
+    same name and rows are two tasks (``holders.remove`` must remove this one)."""
 
     name: str
     batches: list[set[int]] = field(default_factory=list)
@@ -546,6 +547,7 @@ class PoolMachine(RuleBasedStateMachine):
         self.parked: list[Receiver] = []  # in the pool's FIFO order
         self.holders: list[Holder] = []  # tasks that receive, hold, or are parked
         self.actors: list[Actor] = []
+        self.actors_made = 0
         self.eager = False  # settle parked receivers as soon as they end (in a crowd)
         self.kept: deque[Kept] = deque(maxlen=KEEP)
         self.log: list[str] = []
@@ -1122,7 +1124,8 @@ class PoolMachine(RuleBasedStateMachine):
         self.settle()
         if sum(not a.task.done() for a in self.actors) >= 3:
             return
-        a = Actor(self, f"actor {len(self.actors)}")
+        a = Actor(self, f"actor {self.actors_made}")  # never reused: the log names one task
+        self.actors_made += 1
         self.actors.append(a)
         self.holders.append(a.holder)
         self.actor_recv(a)
