@@ -6,6 +6,8 @@ import difflib
 import importlib
 import importlib.util
 import math
+import numbers
+import operator
 import os
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
@@ -146,12 +148,13 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
     Args:
         env_id: a registered id (``aiopool.list_envs()``, or gymnasium's registry), such as
             ``"CartPole-v1"``, or a factory returning a ``gymnasium.Env``.
-        num_envs: envs in the pool.
+        num_envs: envs in the pool (sizes are ints, numpy's integers included; env kwargs
+            take numpy's scalars as the Python values they hold).
         batch_size: env steps per received batch (default ``num_envs``). ``batch_size <=
             num_envs // 2`` lets stepping and your policy overlap.
-        num_threads: worker threads (default: one less than the cores, at least 1, at most
-            ``num_envs``), leaving a core for the Python thread. For the process backend, the
-            default of ``num_workers``.
+        num_threads: worker threads (default: one less than the cores, at least 1), leaving a
+            core for the Python thread; never more than ``num_envs``. For the process backend,
+            the default of ``num_workers``.
         seed: env ``i`` is seeded ``seed + i`` exactly as ``gymnasium.make(env_id).reset(
             seed=seed + i)``; None draws fresh entropy.
         autoreset: ``"next_step"`` (gymnasium 1.x and EnvPool default), ``"same_step"``
@@ -189,11 +192,13 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
         ValueError: unknown env id, bad sizes or autoreset mode.
         TypeError: an unknown or mistyped env kwarg (the message lists the valid ones).
     """
-    for name, value in (("num_envs", num_envs), ("batch_size", batch_size),
-                        ("num_threads", num_threads), ("num_workers", num_workers)):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
-                                  or value < 1):
-            raise ValueError(f"{name} is {value!r}, expected a positive int")
+    num_envs = pool_size("num_envs", num_envs)
+    batch_size, num_threads, num_workers = (
+        None if value is None else pool_size(name, value) for name, value in (
+            ("batch_size", batch_size), ("num_threads", num_threads),
+            ("num_workers", num_workers)))
+    if max_episode_steps is not None and _is_int(max_episode_steps):
+        max_episode_steps = operator.index(max_episode_steps)
     check_render_mode(render_mode)
     if backend not in (None, "threads", "processes"):
         raise ValueError(f"backend is {backend!r}, expected 'threads', 'processes' or None")
@@ -233,6 +238,7 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
     cores = len(os.sched_getaffinity(0)) or 1
     if num_threads is None:
         num_threads = max(1, min(num_envs, cores - 1))
+    num_threads = min(num_threads, num_envs)  # a thread more than the envs has nothing to step
     if autoreset not in _AUTORESET_MODES:
         raise ValueError(f"autoreset is {autoreset!r}, expected one of {_AUTORESET_MODES}")
     if max_episode_steps is not None and (not isinstance(max_episode_steps, int)
@@ -308,21 +314,54 @@ def _make_process(env_id: str | Callable[[], Any], num_envs: int, batch_size: in
                         **options)
 
 
+# The largest pool: env ids are int32 in every batch.
+MAX_ENVS = 2**31 - 1
+
+
+def pool_size(name: str, value: Any) -> int:
+    """A pool size (num_envs, ...): a positive int (numpy's integers too) up to MAX_ENVS."""
+    if not _is_int(value) or not 1 <= operator.index(value) <= MAX_ENVS:
+        raise ValueError(f"{name} is {value!r}, expected a positive int (at most {MAX_ENVS})")
+    return operator.index(value)
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool | np.bool_)
+
+
+def _is_int(value: Any) -> bool:
+    """An int, numpy's integer scalars included (never a bool)."""
+    return isinstance(value, numbers.Integral) and not _is_bool(value)
+
+
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """An int or a float, numpy's scalars included (never a bool)."""
+    return isinstance(value, numbers.Real) and not _is_bool(value)
+
+
+def _numbers(value: Any) -> bool:
+    return (isinstance(value, tuple | list) or (isinstance(value, np.ndarray)
+                                                and value.ndim == 1)) and all(
+        _is_number(x) for x in value)
 
 
 _CHECKS: dict[str, Callable[[Any], bool]] = {
-    "bool": lambda v: isinstance(v, bool),
-    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "bool": _is_bool,
+    "int": _is_int,
     "float": _is_number,
     # A str key also takes an int: Ant's main_body is a body id or name, as in gymnasium.
-    "str": lambda v: isinstance(v, str | os.PathLike | int) and not isinstance(v, bool),
-    "range": lambda v: (isinstance(v, tuple | list) and len(v) == 2
-                        and all(_is_number(x) for x in v)),
+    "str": lambda v: isinstance(v, str | os.PathLike) or _is_int(v),
+    "range": lambda v: _numbers(v) and len(v) == 2,
     "optional_str": lambda v: v is None or isinstance(v, str),
     "lines": lambda v: v is None or _lines(v) is not None,
-    "numbers": lambda v: isinstance(v, tuple | list) and all(_is_number(x) for x in v),
+    "numbers": _numbers,
+}
+# A checked kwarg as the Python value make() passes on (numpy's scalars become int / float /
+# bool, as gymnasium's envs read them: its arithmetic on them gives the same numbers).
+_PLAIN: dict[str, Callable[[Any], Any]] = {
+    "bool": bool, "int": operator.index, "float": float,
+    "range": lambda v: tuple(float(x) for x in v),
+    "numbers": lambda v: tuple(x.item() if isinstance(x, np.generic) else x for x in v),
 }
 _EXPECTED = {"bool": "a bool", "int": "an int", "float": "a number", "str": "a str",
              "range": "a (low, high) pair of numbers", "optional_str": "a str or None",
@@ -374,7 +413,11 @@ def _config(module: ModuleType, env_id: str,
     valid = {name: (kind, default) for name, kind, default in keys}
     family = family_of(env_id)
     hidden = family.render_config | family.prepared if family is not None else frozenset()
-    names = ", ".join(k for k in valid if k not in hidden) or "none"
+    rendering = sorted(family.render_kwargs) if family is not None else []
+    public = [k for k in valid if k not in hidden]  # what a user may pass (and be told of)
+    names = ", ".join(public) or "none"
+    if rendering:
+        names += "; rendering: " + ", ".join(rendering)
     config: dict[str, Any] = {}
     for name, (kind, default) in valid.items():
         config[name] = _default(kind, default)
@@ -382,28 +425,27 @@ def _config(module: ModuleType, env_id: str,
         if name not in valid or (name in hidden and family and name in family.prepared):
             why = ""
             if name in _RENDER_KWARGS:
-                why = (f" (a rendering kwarg: {env_id} renders with render_mode='rgb_array' "
-                       "only)" if family is not None and family.renders else
-                       " (a rendering kwarg: these envs do not render yet)")
-            close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close and not why else ""
+                why = (f" (not a rendering kwarg of {env_id}'s reference)" if rendering else
+                       f" (a rendering kwarg: {env_id} renders at its reference's size, with "
+                       "render_mode='rgb_array' only)" if family is not None and family.renders
+                       else " (a rendering kwarg: these envs do not render yet)")
+            close = difflib.get_close_matches(name, public + rendering, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
             raise TypeError(f"{env_id} got an unexpected keyword argument {name!r}{why}{hint}; "
                             f"valid: {names}")
         kind = valid[name][0]
         if not _CHECKS[kind](value):
             raise TypeError(f"{env_id} keyword argument {name!r} is {value!r}, expected "
                             f"{_EXPECTED[kind]}")
+        if kind in _PLAIN:
+            value = _PLAIN[kind](value)
         if kind == "str":
             value = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
-        if kind == "range":
-            value = tuple(float(x) for x in value)
-            if any(math.isnan(x) for x in value):
-                raise ValueError(f"{env_id} keyword argument {name!r} is {value!r}; NaN bound")
-        if kind == "numbers":
-            if len(value) != len(valid[name][1]):
-                raise TypeError(f"{env_id} keyword argument {name!r} is {value!r}, expected "
-                                f"{len(valid[name][1])} numbers")
-            value = tuple(value)
+        if kind == "range" and any(math.isnan(x) for x in value):
+            raise ValueError(f"{env_id} keyword argument {name!r} is {value!r}; NaN bound")
+        if kind == "numbers" and len(value) != len(valid[name][1]):
+            raise TypeError(f"{env_id} keyword argument {name!r} is {value!r}, expected "
+                            f"{len(valid[name][1])} numbers")
         if kind == "lines" and value is not None:
             value = _lines(value)
         config[name] = value

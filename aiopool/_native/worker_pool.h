@@ -11,6 +11,9 @@
 #pragma once
 
 #include <atomic>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -24,7 +27,16 @@ class WorkerPool {
   WorkerPool(ActionQueue& queue, Runner& runner, int num_threads, int64_t spin_ns)
       : queue_(queue), runner_(runner), spin_ns_(spin_ns) {
     threads_.reserve(static_cast<std::size_t>(num_threads));
-    for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this] { loop(); });
+    try {
+      for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this] { loop(); });
+    } catch (const std::system_error& e) {  // out of threads (ulimit -u, a container's pids.max)
+      stop();  // join those started: a joinable std::thread destroyed would end the process
+      throw std::runtime_error("could not start worker thread " + std::to_string(threads_.size() + 1) +
+                               " of " + std::to_string(num_threads) + ": " + e.what());
+    } catch (...) {
+      stop();
+      throw;
+    }
   }
   ~WorkerPool() { stop(); }
 

@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from ..batch import Batch
 from ..pool import Pool
-from ..registry import make
+from ..registry import make, pool_size
 
 __all__ = ["Lockstep", "Plan", "Rows"]
 
@@ -94,6 +94,13 @@ class Plan(NamedTuple):
                    tuple(key for _, key in final_info))
 
 
+def refuse_autoreset(make_kwargs: Mapping[str, Any], adapter: str, how: str) -> None:
+    """An adapter sets its pool's autoreset itself: ``autoreset=`` among the kwargs that it
+    passes to ``aiopool.make`` is an error that says how the adapter resets instead."""
+    if "autoreset" in make_kwargs:
+        raise TypeError(f"{adapter} sets its pool's autoreset itself: {how}")
+
+
 class Lockstep:
     """A pool stepped like a sync vector env: each call returns every row it asked for.
 
@@ -122,8 +129,7 @@ class Lockstep:
         if "batch_size" in make_kwargs:
             raise TypeError("the sync adapters step every env at once; batch_size is num_envs "
                             "(use aiopool.make for batches smaller than the pool)")
-        if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
-            raise ValueError(f"num_envs is {num_envs!r}, expected a positive int")
+        num_envs = pool_size("num_envs", num_envs)
         self.num_envs = num_envs
         if isinstance(info_keys, Mapping):  # make()'s info_keys, for a process-backed env
             make_kwargs["info_keys"], info_keys = info_keys, None

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 from dm_env import specs
 
-from . import Lockstep, Rows
+from . import Lockstep, Rows, refuse_autoreset
 
 __all__ = ["DmEnvironment", "make_dm"]
 
@@ -49,10 +49,12 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
     def __init__(self, env_id: str, num_envs: int = 1, *, seed: int | None = 0,
                  num_threads: int | None = None, batched: bool | None = None,
                  **make_kwargs: Any) -> None:
+        refuse_autoreset(make_kwargs, "make_dm", "a dm_env environment starts a new episode at "
+                         "the step after a LAST one (dm_env's contract)")
         self._steps = Lockstep(env_id, num_envs, seed=seed, autoreset="next_step",
                                num_threads=num_threads, info_keys=("elapsed_step",),
                                **make_kwargs)
-        self.num_envs = num_envs
+        self.num_envs = num_envs = self._steps.num_envs  # an int, whatever int type came
         self.batched = num_envs > 1 if batched is None else bool(batched)
         if not self.batched and num_envs != 1:
             raise ValueError(f"batched=False needs num_envs=1, got {num_envs}: a dm_env "

@@ -22,7 +22,7 @@ from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, create_empty_array
 
-from . import Lockstep, Rows, Seeds, obs_map, render_metadata
+from . import Lockstep, Rows, Seeds, obs_map, refuse_autoreset, render_metadata
 
 __all__ = ["GymnasiumVectorEnv", "make_gymnasium"]
 
@@ -61,6 +61,8 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
                  autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
                  num_threads: int | None = None, copy: bool = True,
                  **make_kwargs: Any) -> None:
+        refuse_autoreset(make_kwargs, "make_gymnasium", "pass autoreset_mode= (gymnasium's "
+                         "AutoresetMode: 'next_step', 'same_step' or 'disabled')")
         mode = _autoreset_mode(autoreset_mode)
         if make_kwargs.get("render_mode") is None:
             make_kwargs.pop("render_mode", None)
@@ -68,7 +70,7 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
                                num_threads=num_threads, copy_obs=copy, **make_kwargs)
         self.copy = copy
         pool = self._steps.pool
-        self.num_envs = num_envs
+        self.num_envs = num_envs = self._steps.num_envs  # an int, whatever int type came
         self.autoreset_mode = mode
         self._env_metadata = render_metadata(pool)
         self.metadata = {"autoreset_mode": mode, **self._env_metadata}

@@ -36,7 +36,7 @@ from stable_baselines3.common.vec_env.base_vec_env import (  # type: ignore[impo
     VecEnvStepReturn,
 )
 
-from . import Lockstep, obs_map, render_metadata
+from . import Lockstep, obs_map, refuse_autoreset, render_metadata
 
 __all__ = ["Sb3VecEnv", "make_sb3"]
 
@@ -58,6 +58,9 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
 
     def __init__(self, env_id: str, num_envs: int = 1, *, seed: int | None = 0,
                  num_threads: int | None = None, **make_kwargs: Any) -> None:
+        refuse_autoreset(make_kwargs, "make_sb3", "an SB3 VecEnv resets an env in the step "
+                         "that ends its episode (the last observation in its info's "
+                         "terminal_observation)")
         self._steps = Lockstep(env_id, num_envs, seed=seed, autoreset="same_step",
                                num_threads=num_threads, **make_kwargs)
         pool = self._steps.pool
@@ -70,7 +73,8 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
         # The family's info keys (every key but the pool's own), and each env's info keys.
         self._family = [k for k in self._steps.plan.keys if k not in _POOL_KEYS]
         self._info_keys = ("TimeLimit.truncated", *self._family)
-        super().__init__(num_envs, pool.single_observation_space, pool.single_action_space)
+        super().__init__(self._steps.num_envs, pool.single_observation_space,
+                         pool.single_action_space)
 
     def reset(self) -> VecEnvObs:
         """Reset every env, with the seeds of ``seed()`` if it was called since the last reset."""

@@ -216,9 +216,19 @@ inline std::shared_ptr<const mjModel> load_model(const std::string& path) {
 
 class Physics {
  public:
-  explicit Physics(const mjModel* shared)
-      : model_(mj_copyModel(nullptr, shared)), data_(mj_makeData(model_.get())) {
-    if (!data_) throw std::runtime_error("mj_makeData failed");
+  // mj_copyModel and mj_makeData raise mju_error when memory runs out ("Could not allocate
+  // memory"): trapped, as in a step, so the process lives on and make raises.
+  explicit Physics(const mjModel* shared) {
+    mjModel* m = nullptr;
+    mjData* d = nullptr;
+    const bool ok = mujoco::trapped([&] {
+      m = mj_copyModel(nullptr, shared);
+      if (m != nullptr) d = mj_makeData(m);
+    });
+    model_.reset(m);
+    data_.reset(d);
+    if (!ok) throw std::runtime_error(std::string("MuJoCo: ") + mujoco::t_trap.message);
+    if (!model_ || !data_) throw std::runtime_error("MuJoCo: mj_copyModel / mj_makeData failed");
   }
 
   mjModel* model() { return model_.get(); }

@@ -1,0 +1,131 @@
+"""What ``make`` and the adapters take as arguments: numpy's scalars as Python's, sizes in
+range, kwarg names suggested from those a user may pass, and a process that lives on when
+threads or memory run out."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import aiopool
+
+
+def _rows(pool: aiopool.Pool, steps: int) -> list[np.ndarray]:
+    pool.async_reset()
+    out = []
+    for _ in range(steps):
+        batch = pool.recv_blocking(timeout=10)
+        out.append(np.array(batch.obs[np.argsort(batch.env_id)]))
+        batch.send(np.full((len(batch), 2), 0.7, dtype=np.float32))
+    return out
+
+
+def test_numpy_scalars_are_taken_as_python_numbers() -> None:
+    """Hyper-parameter sweeps hand numpy scalars around: sizes and env kwargs take them as the
+    Python values they hold (gymnasium's envs do), and the pool steps as with those."""
+    as_numpy = {"gravity": np.float32(-9.0), "continuous": np.True_, "enable_wind": np.bool_(True),
+                "wind_power": np.float64(5.0)}
+    as_python = {"gravity": -9.0, "continuous": True, "enable_wind": True, "wind_power": 5.0}
+    with aiopool.make("LunarLander-v3", num_envs=np.int64(2), batch_size=np.int32(2),
+                      num_threads=np.int16(1), max_episode_steps=np.int64(30),
+                      **as_numpy) as a, \
+            aiopool.make("LunarLander-v3", num_envs=2, batch_size=2, num_threads=1,
+                         max_episode_steps=30, **as_python) as b:
+        assert a.spec.config == b.spec.config
+        assert all(type(v) is type(b.spec.config[k]) for k, v in a.spec.config.items())
+        assert (a.num_envs, a.spec.max_episode_steps) == (2, 30)
+        for x, y in zip(_rows(a, 40), _rows(b, 40), strict=True):
+            np.testing.assert_array_equal(x, y)
+    with aiopool.make("FrozenLake-v1", is_slippery=np.False_, success_rate=np.float32(0.5),
+                      reward_schedule=np.array([1, 0, 0])) as pool:
+        assert pool.spec.config["reward_schedule"] == (1, 0, 0)
+        assert pool.spec.config["is_slippery"] is False
+    for adapter in (aiopool.make_gymnasium, aiopool.make_dm, aiopool.make_sb3):
+        envs = adapter("CartPole-v1", num_envs=np.int64(3))
+        assert envs.num_envs == 3 and type(envs.num_envs) is int
+        envs.close()
+    with pytest.raises(TypeError, match="expected a bool"):
+        aiopool.make("FrozenLake-v1", is_slippery=np.float64(1.0))
+
+
+@pytest.mark.parametrize("size", [0, -1, 2**31, 10**12, True, 2.0])
+def test_sizes_out_of_range_are_value_errors(size: object) -> None:
+    with pytest.raises(ValueError, match=r"num_envs is .*expected a positive int \(at most "):
+        aiopool.make("FrozenLake-v1", num_envs=size)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="num_envs is"):
+        aiopool.make_gymnasium("FrozenLake-v1", num_envs=size)  # type: ignore[arg-type]
+
+
+def test_num_threads_is_at_most_num_envs() -> None:
+    with aiopool.make("CartPole-v1", num_envs=3, num_threads=64) as pool:
+        assert pool.num_threads == 3
+
+
+@pytest.mark.parametrize("adapter, hint", [
+    (aiopool.make_gymnasium, "autoreset_mode="), (aiopool.make_dm, "dm_env"),
+    (aiopool.make_sb3, "SB3"),
+])
+def test_the_adapters_say_they_set_autoreset_themselves(adapter: object, hint: str) -> None:
+    with pytest.raises(TypeError, match=f"sets its pool's autoreset itself: .*{hint}"):
+        adapter("CartPole-v1", 2, autoreset="same_step")  # type: ignore[operator]
+
+
+def test_kwarg_suggestions_name_only_what_a_user_may_pass() -> None:
+    """The config keys make() fills itself (the renderer's render_width, ...) are neither
+    suggested nor listed; the rendering kwargs are."""
+    for env_id, typo, meant in [("dmc/cheetah-run", "camera_idx", "camera_id"),
+                                ("dmc/cheetah-run", "heigth", "height"),
+                                ("HalfCheetah-v5", "camera_nam", "camera_name")]:
+        with pytest.raises(TypeError) as e:
+            aiopool.make(env_id, **{typo: 1})
+        message = str(e.value)
+        assert f"did you mean {meant!r}?" in message and "render_" not in message, message
+        rendering = "camera_id" if env_id.startswith("dmc") else "camera_id, camera_name"
+        assert f"rendering: {rendering}" in message, message
+    with pytest.raises(TypeError, match="'camera_name' .not a rendering kwarg of dmc/cheetah-run"):
+        aiopool.make("dmc/cheetah-run", render_mode="rgb_array", camera_name="side")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'render_width'; valid:"):
+        aiopool.make("dmc/cheetah-run", render_mode="rgb_array", render_width=8)
+
+
+def _survives(code: str) -> str:
+    """Run ``code`` in a child under a 3 GiB address-space limit; its stdout (it must exit 0)."""
+    prelude = "import resource\nresource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+    r = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout
+
+
+def test_out_of_threads_is_a_python_error_and_the_process_lives_on() -> None:
+    out = _survives("""
+        import aiopool
+        try:
+            aiopool.make("FrozenLake-v1", num_envs=2000, num_threads=2000)  # 8 MiB stacks
+        except RuntimeError as e:
+            print("raised:", e)
+        with aiopool.make("FrozenLake-v1", num_envs=4, num_threads=2) as pool:
+            pool.async_reset()
+            print("then:", len(pool.recv_blocking(timeout=10)))
+    """)
+    assert "raised: could not start worker thread" in out and "then: 4" in out, out
+
+
+def test_the_control_suite_out_of_memory_at_make_is_a_python_error() -> None:
+    """MuJoCo's allocation failure (mju_error, which its default handler ends the process
+    with) is trapped at make as in a step."""
+    out = _survives("""
+        import aiopool
+        try:
+            aiopool.make("dmc/cartpole-balance", num_envs=1000)  # ~12 MiB each
+        except RuntimeError as e:
+            print("raised:", e)
+        with aiopool.make("dmc/cartpole-balance", num_envs=2) as pool:
+            pool.async_reset()
+            print("then:", len(pool.recv_blocking(timeout=10)))
+    """)
+    assert "raised: MuJoCo: Could not allocate memory" in out and "then: 2" in out, out
