@@ -427,8 +427,11 @@ def _render_plan(task: _Task, given: dict[str, Any], num_envs: int) -> tuple[dic
     aiopool cannot honour is refused."""
     mode = given.get("render_mode")
     if given.get("from_pixels"):
-        raise ValueError("from_pixels=True: pixel observations are not available in aiopool "
-                         "yet; render frames with render_mode='rgb_array' and env.render()")
+        raise ValueError("from_pixels=True: the drop-in does not make EnvPool's pixel "
+                         "observations; aiopool.make(..., obs_type='pixels') gives gymnasium's "
+                         "(MuJoCo) and dm_control's (dmc/...) pixel observations "
+                         "(docs/rendering.md), render_mode='rgb_array' with env.render() "
+                         "frames")
     if mode not in (None, "rgb_array"):
         raise ValueError(f"render_mode={mode!r}: aiopool renders 'rgb_array' (frames as "
                          "arrays), not windows")

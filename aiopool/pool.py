@@ -714,6 +714,13 @@ class Pool:
             raise ValueError(
                 f"actions has shape {a.shape}, expected {(n, *self._action_shape)} — "
                 "one action per env in env_ids")
+        target = np.dtype(self._action_dtype)
+        if a.dtype.kind == "u" and target.kind == "i" and a.size:  # uint64 beyond int64
+            too_big = a.reshape(n, -1) > np.iinfo(target).max
+            if too_big.any():
+                j = int(np.flatnonzero(too_big.any(axis=1))[0])
+                raise ValueError(f"actions[{j}] is {a[j].tolist()}, beyond {target}: out of "
+                                 f"{space}")
         return np.ascontiguousarray(a, dtype=self._action_dtype)
 
     def _stage_seeds(self, ids: npt.NDArray[np.int32],

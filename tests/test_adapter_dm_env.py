@@ -100,6 +100,24 @@ def test_is_an_environment_and_refuses_bad_input() -> None:
         env.step(np.zeros(2, dtype=np.int64))
 
 
+@pytest.mark.parametrize("env_id", ["dmc/cartpole-balance", "Pendulum-v1"])
+def test_one_env_takes_a_scalar_for_a_one_number_action(env_id: str) -> None:
+    """dm_control's ``env.step(0.1)`` works where the action spec is (1,): so does this."""
+    with make_dm(env_id, seed=3) as a, make_dm(env_id, seed=3) as b:
+        a.reset(), b.reset()
+        for x in (0.1, -0.4, 0.7):
+            ta, tb = a.step(x), b.step(np.array([x]))
+            assert (ta.reward, ta.step_type) == (tb.reward, tb.step_type)
+            np.testing.assert_array_equal(_flat(ta.observation), _flat(tb.observation))
+        with pytest.raises(ValueError, match="shape"):
+            a.step(np.zeros(2))
+
+
+def _flat(obs: object) -> np.ndarray:
+    values = obs.values() if isinstance(obs, dict) else [obs]
+    return np.concatenate([np.ravel(v) for v in values])
+
+
 def test_batched_needs_several_envs_or_asks_for_it() -> None:
     with pytest.raises(ValueError, match="batched=False needs num_envs=1"):
         make_dm("CartPole-v1", 2, batched=False)

@@ -379,6 +379,9 @@ def test_spec_get_attr_set_attr_and_call_as_sync_vector_env() -> None:
     with closing(ref), closing(ours):
         assert ours.spec is not None and ours.spec.id == "CartPole-v1" == ref.spec.id
         assert ours.spec.max_episode_steps == 500
+        # gymnasium's registration holds: training scripts stop at its reward_threshold
+        assert ours.spec.reward_threshold == gym.spec("CartPole-v1").reward_threshold == 475
+        assert ours.get_attr("spec")[0].reward_threshold == 475
         for seed in (5, [7, None, 9, 3]):
             ref.reset(seed=seed)
             ours.reset(seed=seed)

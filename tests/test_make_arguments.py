@@ -1,6 +1,6 @@
-"""What ``make`` and the adapters take as arguments: numpy's scalars as Python's, sizes in
-range, kwarg names suggested from those a user may pass, and a process that lives on when
-threads or memory run out."""
+"""What ``make``, ``send`` and the adapters take as arguments: numpy's scalars as Python's,
+sizes in range, kwarg names suggested from those a user may pass, actions never reinterpreted,
+and a process that lives on when threads or memory run out."""
 
 from __future__ import annotations
 
@@ -90,6 +90,17 @@ def test_kwarg_suggestions_name_only_what_a_user_may_pass() -> None:
         aiopool.make("dmc/cheetah-run", render_mode="rgb_array", camera_name="side")
     with pytest.raises(TypeError, match="unexpected keyword argument 'render_width'; valid:"):
         aiopool.make("dmc/cheetah-run", render_mode="rgb_array", render_width=8)
+
+
+def test_unsigned_actions_beyond_int64_are_named_as_given() -> None:
+    with aiopool.make("FrozenLake-v1", num_envs=2) as pool:
+        pool.async_reset()
+        pool.recv_blocking(timeout=10)
+        with pytest.raises(ValueError, match=r"actions\[1\] is 18446744073709551615, beyond "
+                                             r"int64: out of Discrete\(4\)"):
+            pool.send(np.array([1, 2**64 - 1], np.uint64))
+        pool.send(np.array([1, 2], np.uint64))  # in range: taken as the values they hold
+        assert sorted(pool.recv_blocking(timeout=10).env_id.tolist()) == [0, 1]
 
 
 def _survives(code: str) -> str:

@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import collections
+import math
 from typing import Any
 
 import dm_env  # type: ignore[import-untyped,import-not-found,unused-ignore]
@@ -78,7 +79,10 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
         if not self._steps.ever_reset:
             return self.reset()
         if not self.batched:
-            action = np.asarray(action)[None]
+            action = np.asarray(action)
+            if action.size == math.prod(self._action_space.shape or ()):
+                action = action.reshape(self._action_space.shape or ())  # 0.1 for a (1,) spec
+            action = action[None]
         return self._timestep(self._steps.step(action))
 
     def observation_spec(self) -> Any:

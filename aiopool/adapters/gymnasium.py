@@ -82,12 +82,20 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         # A factory (the process backend) has no registered id: the spec names its env's id.
         spec_id = env_id if isinstance(env_id, str) else pool.spec.id
         self._env_id = spec_id
+        # gymnasium's registration of the id, where it has one: its reward_threshold (which
+        # training scripts stop at) and nondeterministic flag hold for aiopool's env too.
+        ref = gym.registry.get(spec_id)
+        threshold = None if ref is None else ref.reward_threshold
+        nondeterministic = False if ref is None else ref.nondeterministic
+        steps = pool.spec.max_episode_steps or None
         self.spec = EnvSpec(spec_id, entry_point="aiopool.adapters.gymnasium:make_gymnasium",
-                            max_episode_steps=pool.spec.max_episode_steps or None,
+                            reward_threshold=threshold, nondeterministic=nondeterministic,
+                            max_episode_steps=steps,
                             kwargs={**make_kwargs, "num_envs": num_envs, "seed": seed,
                                     "autoreset_mode": mode, "copy": copy})
         self._single_spec = EnvSpec(spec_id, entry_point="aiopool:make",
-                                    max_episode_steps=pool.spec.max_episode_steps or None,
+                                    reward_threshold=threshold,
+                                    nondeterministic=nondeterministic, max_episode_steps=steps,
                                     kwargs=dict(make_kwargs))
         # gymnasium's Env.np_random_seed of each env: the seed of its last seeded reset.
         self._env_seeds: list[int | None] = [
