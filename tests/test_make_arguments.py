@@ -140,3 +140,11 @@ def test_the_control_suite_out_of_memory_at_make_is_a_python_error() -> None:
             print("then:", len(pool.recv_blocking(timeout=10)))
     """)
     assert "raised: MuJoCo: Could not allocate memory" in out and "then: 2" in out, out
+
+
+def test_lunar_lander_s_wind_advice_warns_as_gymnasium_s() -> None:
+    with pytest.warns(UserWarning, match=r"wind_power value is recommended to be between 0.0 "
+                                         r"and 20.0, \(current value: 25.0\)"):
+        aiopool.make("LunarLander-v3", enable_wind=True, wind_power=25.0).close()
+    with pytest.warns(UserWarning, match="turbulence_power value is recommended .*nan"):
+        aiopool.make("LunarLander-v3", turbulence_power=float("nan")).close()

@@ -217,8 +217,20 @@ ATARI = NativeFamily(
               "-Ccmake.define.ALE_SOURCE_DIR=/path/to/ale_py-0.12.1")
 
 
+# LunarLander's advice on its wind (gymnasium warns at construction; the values stand).
+_WIND_ADVICE = (("wind_power", 20.0), ("turbulence_power", 2.0))
+
+
 def _prepare_box2d(env_id: str, config: dict[str, Any]) -> dict[str, Any]:
-    """CarRacing's glyph table for its score (pygame_font.py), as hex text."""
+    """gymnasium's warnings on LunarLander's wind; CarRacing's glyph table for its score
+    (pygame_font.py), as hex text."""
+    for key, high in _WIND_ADVICE:
+        value = config.get(key)
+        if value is not None and not 0.0 <= value <= high:  # NaN too: it makes every obs NaN
+            import gymnasium as gym
+
+            gym.logger.warn(f"{key} value is recommended to be between 0.0 and {high}, "
+                            f"(current value: {value})")
     if "score_glyphs" not in config:
         return config
     from .pygame_font import glyph_table
