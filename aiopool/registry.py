@@ -448,6 +448,9 @@ def _config(module: ModuleType, env_id: str,
                             f"{len(valid[name][1])} numbers")
         if kind == "lines" and value is not None:
             value = _lines(value)
+            if value is not None and not all(row.isascii() for row in value):  # bytes, to gymnasium
+                raise ValueError(f"{env_id} keyword argument {name!r} is {value!r}: rows of "
+                                 "ASCII characters expected")
         config[name] = value
     if "xml_file" in config:
         config["xml_file"] = _mujoco_model_path(env_id, config["xml_file"])

@@ -148,3 +148,8 @@ def test_lunar_lander_s_wind_advice_warns_as_gymnasium_s() -> None:
         aiopool.make("LunarLander-v3", enable_wind=True, wind_power=25.0).close()
     with pytest.warns(UserWarning, match="turbulence_power value is recommended .*nan"):
         aiopool.make("LunarLander-v3", turbulence_power=float("nan")).close()
+
+
+def test_a_map_of_other_than_ascii_is_refused_as_such() -> None:
+    with pytest.raises(ValueError, match="desc' is .*rows of ASCII characters expected"):
+        aiopool.make("FrozenLake-v1", desc=["SF\u00e9", "FFG"])
