@@ -554,6 +554,7 @@ class CarRacing {
     namespace pg = pygame_draw;
     thread_local pg::Surface surf(kWindowW, kWindowH);  // the window, black again for each frame
     std::fill(surf.px.begin(), surf.px.end(), uint8_t{0});
+    surf.flipped = true;  // the field and the car are drawn upside down: gymnasium flips them
     const double angle = -static_cast<double>(car_.hull->GetAngle());
     const double zoom = 0.1 * kScale * std::max(1 - t_, 0.0) + kZoom * kScale * std::min(t_, 1.0);
     const b2Vec2 hull_pos = car_.hull->GetPosition();
@@ -568,17 +569,18 @@ class CarRacing {
       return pg::Rgb{static_cast<uint8_t>(c[0]), static_cast<uint8_t>(c[1]), static_cast<uint8_t>(c[2])};
     };
     // _draw_colored_polygon: drawn where a corner is near the window (or always, clip=false).
+    std::vector<std::array<double, 2>> corners;  // each polygon's corners on the window
     const auto polygon = [&](const std::array<std::array<double, 2>, 4>& poly, pg::Rgb rgb, bool clip) {
-      std::vector<std::array<double, 2>> pts;
+      corners.clear();
       bool near = !clip;
       for (const auto& [x, y] : poly) {
-        const auto& p = pts.emplace_back(screen(x, y));
+        const auto& p = corners.emplace_back(screen(x, y));
         near = near || (-kMaxShapeDim <= p[0] && p[0] <= kWindowW + kMaxShapeDim && -kMaxShapeDim <= p[1] &&
                         p[1] <= kWindowH + kMaxShapeDim);
       }
       if (!near) return;
-      pg::gfx_aapolygon(surf, pts, rgb);
-      pg::gfx_filled_polygon(surf, pts, rgb);
+      pg::gfx_aapolygon(surf, corners, rgb);
+      pg::gfx_filled_polygon(surf, corners, rgb);
     };
 
     constexpr double b = kPlayfield;
@@ -631,7 +633,7 @@ class CarRacing {
     for (const Wheel& w : car_.wheels) draw_body(w.body, pg::Rgb{0, 0, 0}, &w);
     draw_body(car_.hull, pg::Rgb{static_cast<uint8_t>(0.8 * 255), 0, 0}, nullptr);
 
-    pg::flip_vertical(surf);
+    surf.flipped = false;  // pygame.transform.flip(surf, False, True) done; then the indicators
     draw_indicators(surf);
     char text[32];
     std::snprintf(text, sizeof text, "%04.0f", reward_);

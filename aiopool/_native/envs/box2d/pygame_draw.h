@@ -30,17 +30,18 @@ struct Rgb {
 struct Surface {
   int w = 0, h = 0;
   std::vector<uint8_t> px;
+  // Row y is stored at row h - 1 - y: drawing then pygame.transform.flip(surf, False, True)
+  // in one pass (a flip only moves pixels; each one is computed as without it).
+  bool flipped = false;
   Surface() = default;
   Surface(int w_, int h_)
       : w(w_), h(h_), px(static_cast<std::size_t>(w_) * static_cast<std::size_t>(h_) * 3) {}
-  uint8_t* at(int x, int y) {
-    return px.data() +
-           (static_cast<std::size_t>(y) * static_cast<std::size_t>(w) + static_cast<std::size_t>(x)) * 3;
+  std::size_t offset(int x, int y) const {
+    const std::size_t row = static_cast<std::size_t>(flipped ? h - 1 - y : y);
+    return (row * static_cast<std::size_t>(w) + static_cast<std::size_t>(x)) * 3;
   }
-  const uint8_t* at(int x, int y) const {
-    return px.data() +
-           (static_cast<std::size_t>(y) * static_cast<std::size_t>(w) + static_cast<std::size_t>(x)) * 3;
-  }
+  uint8_t* at(int x, int y) { return px.data() + offset(x, y); }
+  const uint8_t* at(int x, int y) const { return px.data() + offset(x, y); }
   void set(int x, int y, Rgb c) {
     uint8_t* p = at(x, y);
     p[0] = c.r, p[1] = c.g, p[2] = c.b;
@@ -229,12 +230,14 @@ inline void gfx_aaline_no_endpoint(Surface& s, int16_t x1, int16_t y1, int16_t x
 // qsort(v, n, sizeof(int), cmp) with the C comparators `return a - b;` (int overflow included, so
 // the order can be inconsistent): glibc's qsort, a top-down merge sort (msort.c msort_with_tmp).
 inline void sort_ints_c(std::vector<int32_t>& v, std::size_t n) {
-  std::vector<int32_t> tmp(n);
+  std::array<int32_t, 16> small;  // a scanline crosses a few edges: no allocation per scanline
+  std::vector<int32_t> large(n > small.size() ? n : 0);
+  int32_t* const tmp = n > small.size() ? large.data() : small.data();
   const auto cmp = [](int32_t a, int32_t b) { return wrap32(static_cast<int64_t>(a) - b); };
   const auto msort = [&](const auto& self, int32_t* b, std::size_t len) -> void {
     if (len <= 1) return;
     std::size_t n1 = len / 2, n2 = len - n1;
-    int32_t *b1 = b, *b2 = b + n1, *t = tmp.data();
+    int32_t *b1 = b, *b2 = b + n1, *t = tmp;
     self(self, b1, n1);
     self(self, b2, n2);
     while (n1 > 0 && n2 > 0) {
@@ -244,7 +247,7 @@ inline void sort_ints_c(std::vector<int32_t>& v, std::size_t n) {
         *t++ = *b2++, --n2;
     }
     while (n1 > 0) *t++ = *b1++, --n1;
-    std::copy(tmp.data(), t, b);
+    std::copy(tmp, t, b);
   };
   msort(msort, v.data(), n);
 }
@@ -658,7 +661,7 @@ inline void gfx_filled_polygon(Surface& s, const std::vector<std::array<double, 
   using detail::wrap32;
   const std::size_t n = pts.size();
   if (n < 3) return;
-  std::vector<int16_t> vx, vy;
+  thread_local std::vector<int16_t> vx, vy;  // kept: a frame fills hundreds of polygons
   detail::gfx_points(pts, vx, vy);
   int miny = vy[0], maxy = vy[0];
   for (std::size_t i = 1; i < n; ++i) {
@@ -667,7 +670,8 @@ inline void gfx_filled_polygon(Surface& s, const std::vector<std::array<double, 
     else if (vy[i] > maxy)
       maxy = vy[i];
   }
-  std::vector<int32_t> ints(n);
+  thread_local std::vector<int32_t> ints;
+  ints.resize(n);
   const int ylo = std::max(miny, 0), yhi = std::min(maxy, s.h - 1);
   for (int y = ylo; y <= yhi; ++y) {
     std::size_t k = 0;
@@ -703,7 +707,7 @@ inline void gfx_filled_polygon(Surface& s, const std::vector<std::array<double, 
 inline void gfx_aapolygon(Surface& s, const std::vector<std::array<double, 2>>& pts, Rgb c) {
   const std::size_t n = pts.size();
   if (n < 3) return;
-  std::vector<int16_t> vx, vy;
+  thread_local std::vector<int16_t> vx, vy;
   detail::gfx_points(pts, vx, vy);
   for (std::size_t i = 1; i < n; ++i)
     detail::gfx_aaline_no_endpoint(s, vx[i - 1], vy[i - 1], vx[i], vy[i], c);
@@ -730,12 +734,6 @@ inline void draw_lines(Surface& s, const std::vector<std::array<double, 2>>& pts
   for (std::size_t i = 1; i < pts.size(); ++i)
     detail::draw_line_width(s, detail::int_from_double(pts[i - 1][0]), detail::int_from_double(pts[i - 1][1]),
                             detail::int_from_double(pts[i][0]), detail::int_from_double(pts[i][1]), width, c);
-}
-
-// pygame.transform.flip(surf, False, True), in place.
-inline void flip_vertical(Surface& s) {
-  const std::size_t row = static_cast<std::size_t>(s.w) * 3;
-  for (int y = 0, z = s.h - 1; y < z; ++y, --z) std::swap_ranges(s.at(0, y), s.at(0, y) + row, s.at(0, z));
 }
 
 // pygame.transform.smoothscale(src, (dst.w, dst.h)) into dst: transform.c scalesmooth with the
