@@ -714,10 +714,10 @@ class Pool:
             raise ValueError(
                 f"actions has shape {a.shape}, expected {(n, *self._action_shape)} — "
                 "one action per env in env_ids")
-        target = np.dtype(self._action_dtype)
-        if a.dtype.kind == "u" and target.kind == "i" and a.size:  # uint64 beyond int64
-            too_big = a.reshape(n, -1) > np.iinfo(target).max
-            if too_big.any():
+        if a.dtype.kind == "u" and a.size:  # uint64 beyond int64: refused as given
+            target = np.dtype(self._action_dtype)
+            too_big = a.reshape(n, -1) > np.iinfo(target).max if target.kind == "i" else None
+            if too_big is not None and too_big.any():
                 j = int(np.flatnonzero(too_big.any(axis=1))[0])
                 raise ValueError(f"actions[{j}] is {a[j].tolist()}, beyond {target}: out of "
                                  f"{space}")

@@ -460,8 +460,8 @@ inline void shrink_x_rows(const uint8_t* src, uint8_t* dst, int rows, int sw, in
 // The same filter on 8 rows at once, for speed: the rows' bytes are transposed so that each
 // 16-bit lane holds one row's byte, then each source pixel takes the steps above on all 8 lanes
 // (the same integer operations, so the same bytes: tests/test_parity_classic_control.py's
-// CarRacing frames check it). Each step's weights depend only on
-// the pixel's x, planned once: `emit_at[e]` is the source pixel that ends output pixel e.
+// CarRacing frames check it). Each step's weights depend only on the pixel's x, planned once:
+// `emit_at[e]` is the source pixel that ends output pixel e.
 struct ShrinkPlan {
   uint16_t recip = 0;
   std::vector<int> emit_at;
