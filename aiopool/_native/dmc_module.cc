@@ -21,6 +21,7 @@
 #include "envs/dmc/stacker.h"
 #include "envs/dmc/swimmer.h"
 #include "envs/dmc/walker.h"
+#include "envs/mujoco/share_timer_hook.h"
 #include "module.h"
 
 NB_MODULE(_dmc, m) {
@@ -28,6 +29,7 @@ NB_MODULE(_dmc, m) {
     throw std::runtime_error("aiopool._dmc was built for MuJoCo " + std::to_string(mjVERSION_HEADER) +
                              " but loaded MuJoCo " + std::to_string(mj_version()) +
                              "; reinstall aiopool against mujoco==3.17.0");
+  aiopool::mujoco::share_timer_hook();
   // For tests/test_rng.py: RandomState(seed)'s draws, as the tasks make them: "sample"
   // (random_sample), "normal" (standard_normal), "randint:N" (randint(N)), in the order given.
   m.def("_random_state_draws", [](uint32_t seed, const std::vector<std::string>& kinds) {

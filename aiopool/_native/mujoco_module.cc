@@ -8,6 +8,7 @@
 #include "envs/mujoco/humanoid.h"
 #include "envs/mujoco/inverted_pendulum.h"
 #include "envs/mujoco/reacher.h"
+#include "envs/mujoco/share_timer_hook.h"
 #include "envs/mujoco/swimmer.h"
 #include "module.h"
 
@@ -17,6 +18,7 @@ NB_MODULE(_mujoco, m) {
     throw std::runtime_error("aiopool._mujoco was built for MuJoCo " + std::to_string(mjVERSION_HEADER) +
                              " but loaded MuJoCo " + std::to_string(mj_version()) +
                              "; reinstall aiopool against mujoco==3.17.0");
+  aiopool::mujoco::share_timer_hook();
   // For tests/test_rng.py: n standard_normal draws from a PCG64 state (state_hi, state_lo,
   // inc_hi, inc_lo), exactly as the envs draw them.
   m.def("_standard_normal_draws", [](std::array<uint64_t, 4> s, std::size_t n) {
