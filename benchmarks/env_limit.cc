@@ -11,7 +11,9 @@
 // against the module's ALE, with `-DLIMIT_SETUP=<statement>` to silence ALE's banner).
 //
 // Usage: env_limit ENV_ID NUM_ENVS SECONDS [KEY=VALUE ...]   ->   one line of JSON on stdout.
-// KEY=VALUE overrides a config key's default (Atari: rom_path=<file>).
+// KEY=VALUE overrides a config key's default (Atari: rom_path=<file>). SECONDS may instead be
+// rounds=R: R rounds whatever they take, the same work on every run (cmake/box2d.cmake trains
+// its profile-guided Box2D build so).
 #ifndef LIMIT_ENV_HEADER
 #define LIMIT_ENV_HEADER "../aiopool/_native/envs/classic_control/cartpole.h"
 #define LIMIT_ENV ::aiopool::CartPole
@@ -105,7 +107,7 @@ std::vector<Action> random_actions(const aiopool::Space& space, std::size_t num_
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s ENV_ID NUM_ENVS SECONDS [KEY=VALUE ...]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s ENV_ID NUM_ENVS SECONDS|rounds=R [KEY=VALUE ...]\n", argv[0]);
     return 2;
   }
 #ifdef LIMIT_SETUP
@@ -113,7 +115,10 @@ int main(int argc, char** argv) {
 #endif
   const std::string env_id = argv[1];
   const std::size_t num_envs = std::strtoul(argv[2], nullptr, 10);
-  const double seconds = std::strtod(argv[3], nullptr);
+  const std::string budget = argv[3];
+  const bool by_rounds = budget.starts_with("rounds=");
+  const double seconds = by_rounds ? 0.0 : std::strtod(budget.c_str(), nullptr);
+  const std::size_t max_rounds = by_rounds ? std::strtoul(budget.c_str() + 7, nullptr, 10) : 0;
 
   const aiopool::Config config = make_config(argc, argv);
   const aiopool::EnvSpec spec = Env::spec(config);
@@ -154,7 +159,8 @@ int main(int argc, char** argv) {
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration<double>(seconds);
   auto now = start;
-  while (now < deadline) {  // one round steps every env once; the clock is read per round
+  // One round steps every env once; the clock is read per round.
+  while (by_rounds ? round < max_rounds : now < deadline) {
     const Action* round_actions = actions.data() + (round % kActionRounds) * num_envs * action_size;
     for (std::size_t i = 0; i < num_envs; ++i) {
       const aiopool::StepResult r = envs[i].step(round_actions + i * action_size, rngs[i]);
