@@ -37,7 +37,9 @@ class Batch:
         info: dict of arrays: ``elapsed_step``, ``episode_return`` and ``episode_length``
             (totals of the current episode including this step; the ended episode's where
             ``terminated | truncated``), family extras, and with ``autoreset="same_step"``
-            ``final_obs`` and ``final_info`` (valid where the episode ended).
+            ``final_obs`` and ``final_info`` (valid where the episode ended). An extra that
+            the env sets on some steps only comes with its mask, as in gymnasium's vector
+            infos: ``_lap_finished`` is True where CarRacing's ``lap_finished`` was set.
 
     Example:
         >>> batch = await pool.recv()

@@ -82,6 +82,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import registry
+from .adapters import optional_info_keys
 from .batch import Batch
 from .pool import Pool
 
@@ -701,7 +702,10 @@ def _info_fields(task: _Task, pool: Pool) -> dict[str, tuple[np.dtype[Any], int]
         return {name: (np.dtype(np.float32), 0) for name in _TOY_TEXT_INFO.get(task.native_id, ())}
     if task.family == "dmc":  # EnvPool's env_id, players and elapsed_step only
         return {}
-    fields = {f.name: (_envpool_dtype(f.dtype), 0) for f in pool.spec.info}
+    # Keys an env sets on some steps only (CarRacing's lap_finished) are not EnvPool's.
+    optional = optional_info_keys([f.name for f in pool.spec.info])
+    fields = {f.name: (_envpool_dtype(f.dtype), 0) for f in pool.spec.info
+              if f.name not in optional and f.name not in optional.values()}
     for alias, name in _MUJOCO_INFO_ALIASES.get(task.native_id, {}).items():
         fields[alias] = fields[name]
     if task.native_id == "HumanoidStandup-v5":
@@ -792,6 +796,9 @@ class _EnvPool:
         self._restarts = np.zeros(n, dtype=np.int32)  # restarts after a life, this game
         self._life_lost = np.zeros(n, dtype=np.bool_)  # the env's last row lost a life
         self._aliases = _MUJOCO_INFO_ALIASES.get(plan.task.native_id, {})
+        optional = optional_info_keys([f.name for f in self._pool.spec.info])
+        self._not_envpool = {"elapsed_step", "episode_return", "episode_length",
+                             *optional, *optional.values()}
 
     # -- EnvPool's surface -----------------------------------------------------------------
 
@@ -998,7 +1005,7 @@ class _EnvPool:
             elapsed, first = native_elapsed, reset
             discount = (~done).astype(np.float32)
             for name, value in info.items():
-                if name not in ("elapsed_step", "episode_return", "episode_length"):
+                if name not in self._not_envpool:
                     extras[name] = value[take].astype(_envpool_dtype(value.dtype))
             for alias, name in self._aliases.items():
                 extras[alias] = extras[name].copy()

@@ -204,6 +204,55 @@ def test_infos_are_dicts_of_arrays_with_masks_and_episode_totals() -> None:
         assert info["_episode_return"].all()
 
 
+def _same_key(ref: dict[str, Any], ours: dict[str, Any], key: str, where: str) -> None:
+    """``key`` and its mask in both infos or in neither, equal where given."""
+    assert (key in ref) == (key in ours), f"{where}: {key!r} in {sorted(ref)} / {sorted(ours)}"
+    assert (f"_{key}" in ref) == (f"_{key}" in ours), f"{where}: _{key}"
+    if key in ref:
+        _same(ref[f"_{key}"], ours[f"_{key}"], f"{where} _{key}")
+        _same(ref[key], ours[key], f"{where} {key}")
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[m.value for m in MODES])
+def test_keys_set_on_some_steps_only_match_sync_vector_env(mode: AutoresetMode) -> None:
+    """CarRacing's ``lap_finished``, which gymnasium's step sets only where an episode ends:
+    in the infos (and ``final_info``) on the steps and for the envs where SyncVectorEnv's has
+    it. With ``lap_complete_percent=0`` every episode ends at its first step; a partial reset
+    after the first step puts the envs out of step with each other."""
+    kw = {"lap_complete_percent": 0.0}
+    ref = gym.make_vec("CarRacing-v3", NUM_ENVS, vectorization_mode="sync",
+                       vector_kwargs={"autoreset_mode": mode}, **kw)
+    ours = make_gymnasium("CarRacing-v3", NUM_ENVS, autoreset_mode=mode, num_threads=2, **kw)
+    with closing(ref), closing(ours):
+        _, info_ref = ref.reset(seed=1)
+        _, info = ours.reset(seed=1)
+        _same_key(info_ref, info, "lap_finished", "reset")
+        masks = set()
+        for t in range(6):
+            actions = np.zeros((NUM_ENVS, 3), dtype=np.float32)
+            obs_ref, _, term_ref, trunc_ref, info_ref = ref.step(actions)
+            obs, _, term, trunc, info = ours.step(actions)
+            _same(obs_ref, obs, f"step {t} obs")
+            _same(term_ref, term, f"step {t} terminated")
+            _same(trunc_ref, trunc, f"step {t} truncated")
+            _same_key(info_ref, info, "lap_finished", f"step {t}")
+            assert ("final_info" in info_ref) == ("final_info" in info), f"step {t}"
+            if "final_info" in info_ref:
+                _same_key(info_ref["final_info"], info["final_info"], "lap_finished",
+                          f"step {t} final_info")
+            masks.add(tuple(info.get("_lap_finished", np.zeros(NUM_ENVS, bool)).tolist()))
+            if mode is AutoresetMode.DISABLED or t == 0:
+                reset = term_ref | trunc_ref
+                if mode is not AutoresetMode.DISABLED:
+                    reset &= np.arange(NUM_ENVS) < 2
+                ref.reset(options={"reset_mask": reset.copy()})
+                ours.reset(options={"reset_mask": reset.copy()})
+        if mode is AutoresetMode.NEXT_STEP:
+            assert (True, True, False, False) in masks, masks
+        elif mode is AutoresetMode.DISABLED:
+            assert masks == {(True,) * NUM_ENVS}, masks
+
+
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP],
                          ids=["NextStep", "SameStep"])
 def test_vector_wrappers_work_on_top(mode: AutoresetMode) -> None:

@@ -4,6 +4,8 @@ same seeds: observations, float32 rewards, dones, ``terminal_observation``,
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import gymnasium as gym
@@ -21,6 +23,22 @@ NUM_ENVS = 4
 
 def _dummy(env_id: str, **kw: Any) -> DummyVecEnv:
     return DummyVecEnv([lambda: Monitor(gym.make(env_id, **kw)) for _ in range(NUM_ENVS)])
+
+
+@contextmanager
+def _seeded_pair(env_id: str, num_threads: int, seed: int,
+                 **kw: Any) -> Iterator[tuple[DummyVecEnv, VecEnv]]:
+    """DummyVecEnv and the adapter, both seeded ``seed`` and reset to the same observations."""
+    ref = _dummy(env_id, **kw)
+    ours = make_sb3(env_id, NUM_ENVS, num_threads=num_threads, **kw)
+    try:
+        ref.seed(seed)
+        ours.seed(seed)
+        assert ref.reset().tobytes() == ours.reset().tobytes()
+        yield ref, ours
+    finally:
+        ref.close()
+        ours.close()
 
 
 def _compare_step(ref: VecEnv, ours: VecEnv, actions: Any, t: int) -> tuple[int, int]:
@@ -69,6 +87,22 @@ def test_matches_dummy_vec_env_step_by_step(env_id: str, kw: dict[str, Any],
     finally:
         ref.close()
         ours.close()
+
+
+def test_keys_set_on_some_steps_only_are_in_those_infos_only() -> None:
+    """CarRacing's ``lap_finished`` (set by gymnasium's step only where an episode ends) is in
+    an env's info on the steps DummyVecEnv's has it: with ``lap_complete_percent=0`` every
+    episode ends at its first step, the terminal step's value beside terminal_observation."""
+    with _seeded_pair("CarRacing-v3", 2, 3, lap_complete_percent=0.0) as (ref, ours):
+        actions = np.zeros((NUM_ENVS, 3), dtype=np.float32)
+        for t in range(4):
+            _, _, done_ref, infos_ref = ref.step(actions)
+            _, _, done, infos = ours.step(actions)
+            assert done.tolist() == done_ref.tolist() == [True] * NUM_ENVS
+            for i, (a, b) in enumerate(zip(infos_ref, infos, strict=True)):
+                assert ("lap_finished" in a) == ("lap_finished" in b), f"step {t} env {i}"
+                assert a.get("lap_finished") is b.get("lap_finished") is True
+                assert "_lap_finished" not in b
 
 
 def test_vec_normalize_on_top_matches() -> None:
@@ -180,13 +214,7 @@ def test_atari_episodes_report_game_scores_and_the_family_info() -> None:
 def test_mujoco_family_infos_match_dummy_vec_env() -> None:
     """The family's info keys per env, as DummyVecEnv's (the terminal step's where an episode
     ended), beside the pool's own; Python scalars as SB3 code expects."""
-    kw = {"max_episode_steps": 20}
-    ref = _dummy("HalfCheetah-v5", **kw)
-    ours = make_sb3("HalfCheetah-v5", NUM_ENVS, num_threads=1, **kw)
-    try:
-        ref.seed(3)
-        ours.seed(3)
-        assert ref.reset().tobytes() == ours.reset().tobytes()
+    with _seeded_pair("HalfCheetah-v5", 1, 3, max_episode_steps=20) as (ref, ours):
         space = ref.action_space
         space.seed(4)
         keys = ("x_position", "x_velocity", "reward_forward", "reward_ctrl")
@@ -203,6 +231,3 @@ def test_mujoco_family_infos_match_dummy_vec_env() -> None:
                 assert type(b["mujoco_warning"]) is bool
                 assert ("episode" in b) == bool(done[i]) == ("terminal_observation" in b)
         assert ended == 2 * NUM_ENVS
-    finally:
-        ref.close()
-        ours.close()

@@ -44,6 +44,13 @@ def render_metadata(pool: Pool) -> dict[str, Any]:
     return {"render_modes": ["rgb_array"], "render_fps": pool.render_fps}
 
 
+def optional_info_keys(keys: Collection[str]) -> dict[str, str]:
+    """The info keys an env sets on some steps only, each with its mask's key: a native field
+    ``_key`` beside ``key`` is True where ``key`` is set (CarRacing's ``lap_finished``), as in
+    gymnasium's vector infos. The adapters give such a key only where its env set it."""
+    return {key: f"_{key}" for key in keys if f"_{key}" in keys}
+
+
 class Rows(NamedTuple):
     """One row per env of a lockstep call, ordered by env id; every array but ``env_id`` (the
     lockstep's own read-only ids, or the ``env_ids`` it was asked for) is a writeable copy, and

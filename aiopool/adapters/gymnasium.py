@@ -22,7 +22,7 @@ from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, create_empty_array
 
-from . import Lockstep, Rows, Seeds, obs_map, refuse_autoreset, render_metadata
+from . import Lockstep, Rows, Seeds, obs_map, optional_info_keys, refuse_autoreset, render_metadata
 
 __all__ = ["GymnasiumVectorEnv", "make_gymnasium"]
 
@@ -110,7 +110,10 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         # The infos of a step of every env, less the values: each key's all-True mask, made
         # once and read-only. The lockstep starts the info of every call of all envs with a
         # copy of this dict (its info_base) and sets the values in place.
-        self._keys = self._steps.plan.keys
+        # Keys an env sets on some steps only (optional_info_keys) get their masks per call.
+        self._optional = optional_info_keys(self._steps.plan.keys)
+        self._keys = tuple(k for k in self._steps.plan.keys
+                           if k not in self._optional and k not in self._optional.values())
         self._whole: dict[str, Any] = {}
         for key in self._keys:
             mask = np.ones(num_envs, dtype=np.bool_)
@@ -161,8 +164,8 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         self._stepped = True
         if self._disabled:
             self._ended = terminated | truncated
-        if "final_obs" in info or "final_info" in info:  # else already gymnasium's infos
-            info = self._infos(rows)
+        if "final_obs" in info or "final_info" in info or self._optional:
+            info = self._infos(rows)  # else already gymnasium's infos
         return obs, reward, terminated, truncated, info
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
@@ -243,6 +246,12 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
             masks[:, rows.env_id] = True
             for key, mask in zip(self._keys, masks, strict=True):
                 infos[key], infos[f"_{key}"] = _spread(info[key], rows.env_id, n), mask
+        for key, mask_key in self._optional.items():  # only where set, if anywhere
+            value, mask = info.pop(key), info.pop(mask_key)
+            infos.pop(key, None), infos.pop(mask_key, None)
+            if mask.any():
+                infos[key], infos[mask_key] = (_spread(value, rows.env_id, n),
+                                               _spread(mask, rows.env_id, n))
         if final_obs is not None or final_info is not None:
             ended = np.zeros(n, dtype=np.bool_)
             ended[rows.env_id] = rows.terminated | rows.truncated
@@ -255,8 +264,16 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
                 if final_info is not None:
                     inner: dict[str, Any] = {}
                     for key, value in final_info.items():
+                        if key in self._optional.values():
+                            continue
+                        set_at = ended
+                        if key in self._optional:
+                            set_at = ended & _spread(final_info[self._optional[key]],
+                                                     rows.env_id, n)
+                            if not set_at.any():
+                                continue
                         inner[key] = _spread(value, rows.env_id, n)
-                        inner[f"_{key}"] = ended.copy()
+                        inner[f"_{key}"] = set_at.copy()
                     infos["final_info"], infos["_final_info"] = inner, ended.copy()
         return infos
 

@@ -36,7 +36,7 @@ from stable_baselines3.common.vec_env.base_vec_env import (  # type: ignore[impo
     VecEnvStepReturn,
 )
 
-from . import Lockstep, obs_map, refuse_autoreset, render_metadata
+from . import Lockstep, obs_map, optional_info_keys, refuse_autoreset, render_metadata
 
 __all__ = ["Sb3VecEnv", "make_sb3"]
 
@@ -71,7 +71,10 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
             "metadata": render_metadata(pool)}
         self._t_start = time.time()
         # The family's info keys (every key but the pool's own), and each env's info keys.
-        self._family = [k for k in self._steps.plan.keys if k not in _POOL_KEYS]
+        # Keys an env sets on some steps only are in an env's info only there.
+        self._optional = optional_info_keys(self._steps.plan.keys)
+        self._family = [k for k in self._steps.plan.keys
+                        if k not in _POOL_KEYS and k not in self._optional.values()]
         self._info_keys = ("TimeLimit.truncated", *self._family)
         super().__init__(self._steps.num_envs, pool.single_observation_space,
                          pool.single_action_space)
@@ -104,6 +107,9 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
         rows_of_values = zip(time_limit.tolist(), *columns, strict=True)
         infos: list[dict[str, Any]] = [dict(zip(self._info_keys, values, strict=True))
                                        for values in rows_of_values]
+        for key, mask_key in self._optional.items():
+            for i in np.flatnonzero(~info[mask_key]).tolist():
+                del infos[i][key]
         final = info.get("final_info")  # present only if an episode ended
         if final is not None:
             elapsed = round(time.time() - self._t_start, 6)
@@ -111,7 +117,9 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
             for i in np.flatnonzero(done).tolist():
                 env_info = infos[i]
                 for k in self._family:  # the ended episode's value where the pool keeps one
-                    if k in final:
+                    if k in self._optional and k in final and not final[self._optional[k]][i]:
+                        env_info.pop(k, None)
+                    elif k in final:
                         env_info[k] = final[k][i].item()
                 env_info["terminal_observation"] = obs_map(functools.partial(_row, i),
                                                            [info["final_obs"]])

@@ -66,6 +66,10 @@ class CarRacing {
       s.action_space = {Space::Kind::kDiscrete, DType::kInt64, {}, {}, {}, 5};
     s.render_shape = {kVideoH, kVideoW, 3};
     s.render_fps = kFps;
+    // gymnasium's info["lap_finished"], which its step sets only where the episode ends: True for
+    // a finished lap, False for leaving the playfield. `_lap_finished` says where it is set, as
+    // gymnasium's vector infos mask each key (the adapters give the key only there).
+    s.info = {{"lap_finished", DType::kBool, {}}, {"_lap_finished", DType::kBool, {}}};
     return s;
   }
 
@@ -84,6 +88,7 @@ class CarRacing {
   }
 
   void reset(Rng& rng) {
+    lap_finished_ = -1;
     friction_->env = this;  // where the pool keeps it now
     guard_.clear();
     guard_([&] { build(rng); });
@@ -91,6 +96,7 @@ class CarRacing {
 
   StepResult step(const Action* action, Rng&) {
     StepResult r;
+    lap_finished_ = -1;
     friction_->env = this;
     guard_([&] {
       if (continuous_) {
@@ -104,7 +110,11 @@ class CarRacing {
     return r;
   }
 
-  void write(Row& row) const { std::copy(state_.px.begin(), state_.px.end(), row.obs_as<uint8_t>()); }
+  void write(Row& row) const {
+    std::copy(state_.px.begin(), state_.px.end(), row.obs_as<uint8_t>());
+    *row.info_as<bool>(0) = lap_finished_ == 1;
+    *row.info_as<bool>(1) = lap_finished_ >= 0;
+  }
 
   void render(uint8_t* rgb) const {
     pygame_draw::Surface video(kVideoW, kVideoH);
@@ -468,12 +478,16 @@ class CarRacing {
     reward_ -= 0.1;
     r.reward = reward_ - prev_reward_;
     prev_reward_ = reward_;
-    if (tile_visited_count_ == static_cast<int>(track_.size()) || new_lap_) r.terminated = true;
+    if (tile_visited_count_ == static_cast<int>(track_.size()) || new_lap_) {
+      r.terminated = true;
+      lap_finished_ = 1;
+    }
     const b2Vec2 pos = car_.hull->GetPosition();
     if (std::abs(static_cast<double>(pos.x)) > kPlayfield ||
         std::abs(static_cast<double>(pos.y)) > kPlayfield) {
       r.terminated = true;
       r.reward = -100;
+      lap_finished_ = 0;
     }
     return r;
   }
@@ -723,6 +737,7 @@ class CarRacing {
   double reward_ = 0.0, prev_reward_ = 0.0, t_ = 0.0;
   int tile_visited_count_ = 0;
   bool new_lap_ = false;
+  int8_t lap_finished_ = -1;  // info["lap_finished"] of the last step: -1 where not set
   bool destroying_ = false;
   pygame_draw::Surface state_{kStateW, kStateH};
   std::shared_ptr<const pygame_draw::Glyphs> glyphs_;  // the score's digits
