@@ -703,7 +703,7 @@ def _info_fields(task: _Task, pool: Pool) -> dict[str, tuple[np.dtype[Any], int]
     if task.family == "dmc":  # EnvPool's env_id, players and elapsed_step only
         return {}
     # Keys an env sets on some steps only (CarRacing's lap_finished) are not EnvPool's.
-    optional = optional_info_keys([f.name for f in pool.spec.info])
+    optional = optional_info_keys(pool.spec.info)
     fields = {f.name: (_envpool_dtype(f.dtype), 0) for f in pool.spec.info
               if f.name not in optional and f.name not in optional.values()}
     for alias, name in _MUJOCO_INFO_ALIASES.get(task.native_id, {}).items():
@@ -796,7 +796,7 @@ class _EnvPool:
         self._restarts = np.zeros(n, dtype=np.int32)  # restarts after a life, this game
         self._life_lost = np.zeros(n, dtype=np.bool_)  # the env's last row lost a life
         self._aliases = _MUJOCO_INFO_ALIASES.get(plan.task.native_id, {})
-        optional = optional_info_keys([f.name for f in self._pool.spec.info])
+        optional = optional_info_keys(self._pool.spec.info)
         self._not_envpool = {"elapsed_step", "episode_return", "episode_length",
                              *optional, *optional.values()}
 

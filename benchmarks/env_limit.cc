@@ -119,6 +119,10 @@ int main(int argc, char** argv) {
   const bool by_rounds = budget.starts_with("rounds=");
   const double seconds = by_rounds ? 0.0 : std::strtod(budget.c_str(), nullptr);
   const std::size_t max_rounds = by_rounds ? std::strtoul(budget.c_str() + 7, nullptr, 10) : 0;
+  if (by_rounds && max_rounds == 0) {
+    std::fprintf(stderr, "rounds=R needs R >= 1\n");
+    return 2;
+  }
 
   const aiopool::Config config = make_config(argc, argv);
   const aiopool::EnvSpec spec = Env::spec(config);

@@ -73,30 +73,38 @@ if(AIOPOOL_WITH_BOX2D)
     if(AIOPOOL_BOX2D_PGO AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU"
        AND CMAKE_CXX_COMPILER_VERSION VERSION_GREATER_EQUAL 11 AND NOT CMAKE_CROSSCOMPILING)
       set(_profile "${CMAKE_CURRENT_BINARY_DIR}/box2d_profile")
-      # The profile files are named after the object files less their target's directory, so
-      # that the two builds of a source find the same one.
+      # GCC names a profile file after the object's absolute path less -fprofile-prefix-path,
+      # the target's directory as GCC sees it (symbolic links resolved), so that the two builds
+      # of a source find the same file; cmake/box2d_profile.cmake checks the names.
+      get_filename_component(_objects "${CMAKE_CURRENT_BINARY_DIR}/CMakeFiles" REALPATH)
       aiopool_box2d_library(aiopool_box2d_train "-fprofile-generate=${_profile}" -fprofile-update=single
-        "-fprofile-prefix-path=${CMAKE_CURRENT_BINARY_DIR}/CMakeFiles/aiopool_box2d_train.dir")
+        "-fprofile-prefix-path=${_objects}/aiopool_box2d_train.dir")
       set(_trainers "")
       foreach(_env LunarLander:lunar_lander:1500 BipedalWalker:bipedal_walker:400)
         aiopool_box2d_limit("box2d_train_${_env}" aiopool_box2d_train)
         string(REGEX MATCH "^[^:]*" _class "${_env}")
         string(REGEX MATCH "[^:]*$" _rounds "${_env}")
         target_link_options(box2d_train_${_class} PRIVATE -fprofile-generate)
-        list(APPEND _trainers COMMAND box2d_train_${_class} ${_class}-v3 32 rounds=${_rounds})
+        list(APPEND _trainers "$<TARGET_FILE:box2d_train_${_class}>|${_class}-v3|32|rounds=${_rounds}")
       endforeach()
+      string(REPLACE ";" "," _trainers "${_trainers}")
       add_custom_command(OUTPUT "${_profile}/trained"
-        COMMAND "${CMAKE_COMMAND}" -E rm -rf "${_profile}"
-        ${_trainers}
-        COMMAND "${CMAKE_COMMAND}" -E touch "${_profile}/trained"
+        COMMAND "${CMAKE_COMMAND}" "-DPROFILE=${_profile}" "-DTRAINERS=${_trainers}"
+                -P "${PROJECT_SOURCE_DIR}/cmake/box2d_profile.cmake"
         DEPENDS box2d_train_LunarLander box2d_train_BipedalWalker
+                "${PROJECT_SOURCE_DIR}/cmake/box2d_profile.cmake"
         COMMENT "aiopool: training Box2D's profile on LunarLander and BipedalWalker" VERBATIM)
       add_custom_target(aiopool_box2d_profile DEPENDS "${_profile}/trained")
+      # Order only: a profile trained again later (an env header changed) does not rebuild
+      # Box2D, whose objects keep the profile they were built with (the same arithmetic).
       add_dependencies(aiopool_box2d aiopool_box2d_profile)
       target_compile_options(aiopool_box2d PRIVATE "-fprofile-use=${_profile}"
         -fprofile-partial-training -Wno-missing-profile
-        "-fprofile-prefix-path=${CMAKE_CURRENT_BINARY_DIR}/CMakeFiles/aiopool_box2d.dir")
+        "-fprofile-prefix-path=${_objects}/aiopool_box2d.dir")
       message(STATUS "aiopool: Box2D built with a profile of LunarLander and BipedalWalker")
+    elseif(AIOPOOL_BOX2D_PGO)
+      message(STATUS "aiopool: Box2D built without a profile (it needs GCC 11 or later, natively; "
+                     "this is ${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION})")
     endif()
 
     aiopool_add_module(_box2d aiopool/_native/box2d_module.cc)

@@ -213,13 +213,16 @@ def _same_key(ref: dict[str, Any], ours: dict[str, Any], key: str, where: str) -
         _same(ref[key], ours[key], f"{where} {key}")
 
 
+@pytest.mark.parametrize("kw", [{"lap_complete_percent": 0.0}, {"max_episode_steps": 2}],
+                         ids=["laps", "time-limit"])
 @pytest.mark.parametrize("mode", MODES, ids=[m.value for m in MODES])
-def test_keys_set_on_some_steps_only_match_sync_vector_env(mode: AutoresetMode) -> None:
-    """CarRacing's ``lap_finished``, which gymnasium's step sets only where an episode ends:
-    in the infos (and ``final_info``) on the steps and for the envs where SyncVectorEnv's has
-    it. With ``lap_complete_percent=0`` every episode ends at its first step; a partial reset
-    after the first step puts the envs out of step with each other."""
-    kw = {"lap_complete_percent": 0.0}
+def test_keys_set_on_some_steps_only_match_sync_vector_env(mode: AutoresetMode,
+                                                           kw: dict[str, Any]) -> None:
+    """CarRacing's ``lap_finished``, which gymnasium's step sets only where an episode ends
+    (not where the time limit ends it): in the infos (and ``final_info``) on the steps and for
+    the envs where SyncVectorEnv's has it. With ``lap_complete_percent=0`` every episode ends
+    with a lap at its first step; with ``max_episode_steps=2`` episodes end without one. A
+    partial reset after the first step puts the envs out of step with each other."""
     ref = gym.make_vec("CarRacing-v3", NUM_ENVS, vectorization_mode="sync",
                        vector_kwargs={"autoreset_mode": mode}, **kw)
     ours = make_gymnasium("CarRacing-v3", NUM_ENVS, autoreset_mode=mode, num_threads=2, **kw)
@@ -241,13 +244,16 @@ def test_keys_set_on_some_steps_only_match_sync_vector_env(mode: AutoresetMode) 
                 _same_key(info_ref["final_info"], info["final_info"], "lap_finished",
                           f"step {t} final_info")
             masks.add(tuple(info.get("_lap_finished", np.zeros(NUM_ENVS, bool)).tolist()))
-            if mode is AutoresetMode.DISABLED or t == 0:
+            if mode is AutoresetMode.DISABLED:
                 reset = term_ref | trunc_ref
-                if mode is not AutoresetMode.DISABLED:
-                    reset &= np.arange(NUM_ENVS) < 2
+            else:
+                reset = (np.arange(NUM_ENVS) < 2) & (t == 0)
+            if reset.any():
                 ref.reset(options={"reset_mask": reset.copy()})
                 ours.reset(options={"reset_mask": reset.copy()})
-        if mode is AutoresetMode.NEXT_STEP:
+        if "max_episode_steps" in kw:
+            assert masks == {(False,) * NUM_ENVS}, masks
+        elif mode is AutoresetMode.NEXT_STEP:
             assert (True, True, False, False) in masks, masks
         elif mode is AutoresetMode.DISABLED:
             assert masks == {(True,) * NUM_ENVS}, masks

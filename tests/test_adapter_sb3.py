@@ -89,20 +89,27 @@ def test_matches_dummy_vec_env_step_by_step(env_id: str, kw: dict[str, Any],
         ours.close()
 
 
-def test_keys_set_on_some_steps_only_are_in_those_infos_only() -> None:
-    """CarRacing's ``lap_finished`` (set by gymnasium's step only where an episode ends) is in
-    an env's info on the steps DummyVecEnv's has it: with ``lap_complete_percent=0`` every
-    episode ends at its first step, the terminal step's value beside terminal_observation."""
-    with _seeded_pair("CarRacing-v3", 2, 3, lap_complete_percent=0.0) as (ref, ours):
+@pytest.mark.parametrize("kw", [{"lap_complete_percent": 0.0}, {"max_episode_steps": 3}],
+                         ids=["laps", "time-limit"])
+def test_keys_set_on_some_steps_only_are_in_those_infos_only(kw: dict[str, Any]) -> None:
+    """CarRacing's ``lap_finished`` (set by gymnasium's step only where an episode ends, not
+    where the time limit ends it) is in an env's info on the steps DummyVecEnv's has it: with
+    ``lap_complete_percent=0`` every episode ends with a lap at its first step (the terminal
+    step's value beside terminal_observation); with ``max_episode_steps=3``, never."""
+    with _seeded_pair("CarRacing-v3", 2, 3, **kw) as (ref, ours):
         actions = np.zeros((NUM_ENVS, 3), dtype=np.float32)
-        for t in range(4):
+        dones = 0
+        for t in range(6):
             _, _, done_ref, infos_ref = ref.step(actions)
             _, _, done, infos = ours.step(actions)
-            assert done.tolist() == done_ref.tolist() == [True] * NUM_ENVS
+            assert done.tolist() == done_ref.tolist(), f"step {t}"
+            dones += int(done.sum())
             for i, (a, b) in enumerate(zip(infos_ref, infos, strict=True)):
                 assert ("lap_finished" in a) == ("lap_finished" in b), f"step {t} env {i}"
-                assert a.get("lap_finished") is b.get("lap_finished") is True
+                assert a.get("lap_finished") is b.get("lap_finished")
+                assert ("lap_finished" in b) == ("max_episode_steps" not in kw)
                 assert "_lap_finished" not in b
+        assert dones == (6 if "lap_complete_percent" in kw else 2) * NUM_ENVS
 
 
 def test_vec_normalize_on_top_matches() -> None:

@@ -21,7 +21,7 @@ rare calls whose rows come in several batches, are copied in Python (``_rows_in_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -30,6 +30,7 @@ import numpy.typing as npt
 from ..batch import Batch
 from ..pool import Pool
 from ..registry import make, pool_size
+from ..spec import InfoField
 
 __all__ = ["Lockstep", "Plan", "Rows"]
 
@@ -44,11 +45,20 @@ def render_metadata(pool: Pool) -> dict[str, Any]:
     return {"render_modes": ["rgb_array"], "render_fps": pool.render_fps}
 
 
-def optional_info_keys(keys: Collection[str]) -> dict[str, str]:
-    """The info keys an env sets on some steps only, each with its mask's key: a native field
-    ``_key`` beside ``key`` is True where ``key`` is set (CarRacing's ``lap_finished``), as in
-    gymnasium's vector infos. The adapters give such a key only where its env set it."""
-    return {key: f"_{key}" for key in keys if f"_{key}" in keys}
+def optional_info_keys(fields: Iterable[InfoField],
+                       keys: Collection[str] | None = None) -> dict[str, str]:
+    """The info keys an env sets on some steps only, each with its mask's key: a bool field
+    ``_key`` of one value per row beside ``key`` is True where ``key`` is set (CarRacing's
+    ``lap_finished``), as in gymnasium's vector infos. The adapters give such a key only where
+    its env set it. ``keys``: only pairs whose both keys are in it (the keys an adapter reads)."""
+    by_name = {f.name: f for f in fields}
+    pairs: dict[str, str] = {}
+    for name in by_name:
+        mask = by_name.get(f"_{name}")
+        if mask is not None and mask.dtype == np.bool_ and mask.shape == () and (
+                keys is None or (name in keys and mask.name in keys)):
+            pairs[name] = mask.name
+    return pairs
 
 
 class Rows(NamedTuple):

@@ -111,7 +111,7 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         # once and read-only. The lockstep starts the info of every call of all envs with a
         # copy of this dict (its info_base) and sets the values in place.
         # Keys an env sets on some steps only (optional_info_keys) get their masks per call.
-        self._optional = optional_info_keys(self._steps.plan.keys)
+        self._optional = optional_info_keys(self._steps.pool.spec.info, self._steps.plan.keys)
         self._keys = tuple(k for k in self._steps.plan.keys
                            if k not in self._optional and k not in self._optional.values())
         self._whole: dict[str, Any] = {}

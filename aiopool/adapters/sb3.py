@@ -72,7 +72,7 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
         self._t_start = time.time()
         # The family's info keys (every key but the pool's own), and each env's info keys.
         # Keys an env sets on some steps only are in an env's info only there.
-        self._optional = optional_info_keys(self._steps.plan.keys)
+        self._optional = optional_info_keys(pool.spec.info, self._steps.plan.keys)
         self._family = [k for k in self._steps.plan.keys
                         if k not in _POOL_KEYS and k not in self._optional.values()]
         self._info_keys = ("TimeLimit.truncated", *self._family)

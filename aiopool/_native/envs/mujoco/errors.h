@@ -46,7 +46,9 @@ inline void trap_log(const mjLogMessage* msg) {
 //
 // The MuJoCo and Control Suite modules are separate shared objects, each with a copy of this code:
 // two hooks would wrap each other, so a module's init shares the first one loaded
-// (share_timer_hook.h) and both use it through `timer_hook`.
+// (share_timer_hook.h) and both use it through `timer_hook`. (Another library that wrapped
+// mjcb_time the same way, putting itself in front again and again, would wrap this hook and be
+// wrapped by it: no general fix exists; none is known.)
 struct TimerHook {
   void (*enter)();  // this thread's MuJoCo calls are untimed until leave()
   void (*leave)();
@@ -63,17 +65,23 @@ inline mjtNum hook() {
   return next != nullptr ? next() : 0;
 }
 
-// Puts `hook` in front of mjcb_time, unless it is there already or no hook is set.
+// Puts `hook` in front of mjcb_time, unless it is there already or no hook is set. A timer the
+// user sets meanwhile (mujoco.set_mjcb_time writes mjcb_time without this mutex) is never
+// overwritten: the swap is a compare-and-swap, retried with the hook that is there then. (MuJoCo
+// and the mujoco package read and write mjcb_time as a plain pointer; an aligned pointer is read
+// and written whole on every platform MuJoCo supports.)
 inline void put_in_front() {
   std::atomic_ref<mjfTime> current(mjcb_time);
-  const mjfTime seen = current.load(std::memory_order_relaxed);
+  mjfTime seen = current.load(std::memory_order_relaxed);
   if (seen == nullptr || seen == &hook) return;
   static std::mutex mutex;  // the workers of every pool
   std::lock_guard<std::mutex> lock(mutex);
-  const mjfTime next = current.load(std::memory_order_relaxed);
-  if (next == nullptr || next == &hook) return;
-  g_next.store(next, std::memory_order_release);
-  current.store(&hook, std::memory_order_release);
+  seen = current.load(std::memory_order_acquire);
+  while (seen != nullptr && seen != &hook) {
+    g_next.store(seen, std::memory_order_release);
+    if (current.compare_exchange_weak(seen, &hook, std::memory_order_acq_rel, std::memory_order_acquire))
+      return;
+  }
 }
 
 inline void enter() {

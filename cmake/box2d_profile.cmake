@@ -1,0 +1,30 @@
+# Trains Box2D's profile (cmake/box2d.cmake): `cmake -DPROFILE=<dir> -DTRAINERS=<runs> -P
+# box2d_profile.cmake`, where <runs> is "<program>|<arg>|...,<program>|<arg>|...". Each run steps
+# the instrumented Box2D and leaves its counts in PROFILE. The profile is an optimisation only:
+# if a run fails, or its files are not named as the build that reads them looks them up (the
+# object's path less its target's directory), Box2D is built without it, with a warning.
+file(REMOVE_RECURSE "${PROFILE}")
+string(REPLACE "," ";" _runs "${TRAINERS}")
+set(_why "")
+foreach(_run IN LISTS _runs)
+  string(REPLACE "|" ";" _command "${_run}")
+  execute_process(COMMAND ${_command} RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_VARIABLE _err)
+  if(NOT _rc EQUAL 0)
+    string(REPLACE ";" " " _shown "${_command}")
+    set(_why "`${_shown}` failed (${_rc}): ${_err}")
+    break()
+  endif()
+endforeach()
+if(NOT _why)
+  file(GLOB _counts RELATIVE "${PROFILE}" "${PROFILE}/*b2World.cpp.gcda")
+  file(GLOB_RECURSE _misnamed RELATIVE "${PROFILE}" "${PROFILE}/*aiopool_box2d_train.dir*")
+  if(NOT _counts OR _misnamed)
+    set(_why "its files are not where the build looks for them (${_counts}${_misnamed})")
+  endif()
+endif()
+if(_why)
+  message(WARNING "aiopool: Box2D is built without its profile: ${_why}")
+  file(REMOVE_RECURSE "${PROFILE}")
+endif()
+file(MAKE_DIRECTORY "${PROFILE}")
+file(TOUCH "${PROFILE}/trained")
