@@ -247,8 +247,7 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
             for key, mask in zip(self._keys, masks, strict=True):
                 infos[key], infos[f"_{key}"] = _spread(info[key], rows.env_id, n), mask
         for key, mask_key in self._optional.items():  # only where set, if anywhere
-            value, mask = info.pop(key), info.pop(mask_key)
-            infos.pop(key, None), infos.pop(mask_key, None)
+            value, mask = info.pop(key), info.pop(mask_key)  # (info is infos on whole calls)
             if mask.any():
                 infos[key], infos[mask_key] = (_spread(value, rows.env_id, n),
                                                _spread(mask, rows.env_id, n))
