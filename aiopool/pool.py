@@ -243,8 +243,9 @@ class Pool:
         """Step the envs ``env_ids`` (default all) with one action each; returns at once.
 
         Raises:
-            ValueError: wrong shape or dtype, non-finite continuous actions (except for
-                MuJoCo envs, which pass them to MuJoCo as gymnasium does), discrete actions
+            ValueError: wrong shape or dtype, NaN in continuous actions where the pool's
+                ``spec.rejects_nan_actions`` (classic control, Box2D; MuJoCo envs pass NaN to
+                MuJoCo as gymnasium does; ±inf is clipped as gymnasium clips it), discrete actions
                 out of range, env ids out of range or repeated, an env that still has an
                 action in flight (or, with ``autoreset="disabled"``, ended its episode). The
                 pool is unchanged and stays usable.

@@ -72,7 +72,7 @@ def family_of(env_id: str) -> NativeFamily | None:
     """The native family ``env_id`` belongs to (registered, or declared by a family this build
     cannot load, or just named like one of its ids), or None.
 
-    A pool's ``spec.family`` and ``spec.finite_actions`` say the same for a pool already made.
+    A pool's ``spec.family`` and ``spec.rejects_nan_actions`` say the same for a pool already made.
     """
     return _lookup(env_id)[0]
 
@@ -269,7 +269,7 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
         max_spinners))
     kwargs = {k: v for k, v in config.items() if k not in family.prepared}
     spec = EnvSpec.from_native(env_id, native.spec, kwargs, family=family.name,
-                               finite_actions=family.finite_actions,
+                               rejects_nan_actions=family.rejects_nan_actions,
                                renders=renders is not None, render_mode=render_mode)
     renderer: Renderer | None = None
     if render_mode is not None:

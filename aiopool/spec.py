@@ -32,8 +32,10 @@ class EnvSpec:
         family: the native env family (``"classic_control"``, ``"mujoco"``, ``"dmc"``, ...:
             ``aiopool/_native/families.py``); None for envs that are not aiopool's own (the
             process backend's gymnasium envs and factories).
-        finite_actions: whether ``send`` rejects NaN and inf in continuous actions. False for
-            families whose simulator takes them as gymnasium passes them (MuJoCo).
+        rejects_nan_actions: whether ``send`` rejects NaN in continuous actions (classic
+            control, Box2D: a NaN would poison the env's state); ±inf is taken and clipped as
+            gymnasium's env clips it. False for families whose simulator takes NaN as gymnasium
+            passes it (MuJoCo, the Control Suite).
         renders: whether the env can render (``make(..., render_mode="rgb_array")``).
         render_mode: ``"rgb_array"`` where the pool renders (``pool.render``), else None.
         render_shape: ``(height, width, 3)`` of its frames where the env draws them in C++;
@@ -52,7 +54,7 @@ class EnvSpec:
     info: tuple[InfoField, ...] = ()
     config: dict[str, Any] = field(default_factory=dict)
     family: str | None = None
-    finite_actions: bool = True
+    rejects_nan_actions: bool = True
     renders: bool = False
     render_mode: str | None = None
     render_shape: tuple[int, ...] = ()
@@ -61,7 +63,7 @@ class EnvSpec:
 
     @classmethod
     def from_native(cls, env_id: str, native: dict[str, Any], config: dict[str, Any], *,
-                    family: str, finite_actions: bool, renders: bool = False,
+                    family: str, rejects_nan_actions: bool, renders: bool = False,
                     render_mode: str | None = None) -> EnvSpec:
         parts = [(key, _space(d)) for key, d in native.get("obs_parts", ())]
         obs_space = _space(native["observation_space"])
@@ -79,7 +81,7 @@ class EnvSpec:
             info=tuple(InfoField(n, np.dtype(d), tuple(s)) for n, d, s in native["info"]),
             config=dict(config),
             family=family,
-            finite_actions=finite_actions,
+            rejects_nan_actions=rejects_nan_actions,
             renders=renders,
             render_mode=render_mode,
             render_shape=tuple(int(d) for d in native.get("render_shape", ())),

@@ -244,6 +244,22 @@ async def test_step_equals_a_local_pool_seed_for_seed(env_id: str, steps: int) -
         assert ended > 0, "no episode ended: autoreset went untested"
 
 
+@ASYNCIO_ONLY
+async def test_nan_actions_refused_as_locally_and_infinities_clipped_alike() -> None:
+    local = aiopool.make("Pendulum-v1", num_envs=2, batch_size=2, seed=3, num_threads=1)
+    remote = make_remote("Pendulum-v1", num_envs=2, batch_size=2, num_actors=1, seed=3,
+                         **HALF_CPU)
+    with local, remote:
+        assert remote.spec.rejects_nan_actions
+        local.async_reset()
+        remote.async_reset()
+        assert _same(await remote.recv(timeout=30), await local.recv(timeout=30))
+        with pytest.raises(ValueError, match=r"actions\[1\] contains nan.*must not be NaN"):
+            remote.send(np.array([[0.5], [np.nan]], np.float32))
+        actions = np.array([[np.inf], [-np.inf]], np.float32)
+        assert _same(await remote.step(actions), await local.step(actions))
+
+
 async def _collect(pool: RemotePool, rows: int, batch_size: int) -> aiopool.Batch:
     return aiopool.Batch.sorted_concat([await pool.recv(timeout=30)
                                         for _ in range(rows // batch_size)])

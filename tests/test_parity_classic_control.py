@@ -73,6 +73,19 @@ def _overdrive(obs: npt.NDArray[np.float32], sampled: npt.NDArray[Any]) -> npt.N
     return scaled
 
 
+def _some_infinite(actions: npt.NDArray[Any], sampled: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Continuous actions: ±inf in place of about one value in 32 (where the sampled value's low
+    bits say so), which gymnasium's envs clip (MountainCarContinuous's reward is then -inf). Env 0
+    keeps its policy's actions: the Driver's car that leaves the field brakes for no infinity."""
+    if actions.dtype != np.float32:
+        return actions
+    hit = sampled.view(np.uint32) % 32 == 0
+    hit[0] = False
+    out: npt.NDArray[Any] = np.where(hit, np.copysign(np.float32(np.inf), sampled),
+                                     actions).astype(np.float32)
+    return out
+
+
 class Greedy:
     """Toy text: the greedy action of value iteration on each reference env's ``P`` table, or the
     sampled action where it is 0 (a random step about one time in ``n``), so that episodes end
@@ -350,7 +363,8 @@ async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any
         if render_mode:
             _assert_frame(pool.render([0])[0], ref.envs[0].render(), "reset")
         for t in range(STEPS):
-            actions = policy(obs, np.stack([space.sample() for _ in range(NUM_ENVS)]))
+            sampled = np.stack([space.sample() for _ in range(NUM_ENVS)])
+            actions = _some_infinite(policy(obs, sampled), sampled)
             batch, expected = await step_in_mode(pool, ref, actions, mode)
             episodes += _assert_rows(batch, expected, ref.elapsed, f"step {t}", info_keys)
             ended_with = np.asarray(batch.reward)[np.asarray(batch.terminated)]

@@ -39,19 +39,19 @@ def test_a_family_declared_once_is_listed_made_and_reaches_the_spec(
         monkeypatch: pytest.MonkeyPatch) -> None:
     before = aiopool.list_envs()
     puzzle = NativeFamily(name="puzzle", title="puzzle", module="_puzzle",
-                          ids=frozenset({"Puzzle-v0"}), finite_actions=False)
+                          ids=frozenset({"Puzzle-v0"}), rejects_nan_actions=False)
     monkeypatch.setitem(sys.modules, "aiopool._native._puzzle", _counting_as("Puzzle-v0"))
     _only(monkeypatch, puzzle)
     assert aiopool.list_envs() == [*before, "Puzzle-v0"]
     assert registry.family_of("Puzzle-v0") is puzzle
     with aiopool.make("Puzzle-v0", num_envs=2) as pool:
         assert pool.backend == "threads"
-        assert (pool.spec.id, pool.spec.family, pool.spec.finite_actions) == (
+        assert (pool.spec.id, pool.spec.family, pool.spec.rejects_nan_actions) == (
             "Puzzle-v0", "puzzle", False)
         pool.async_reset()
         assert sorted(pool.recv_blocking(timeout=5).env_id.tolist()) == [0, 1]
     with aiopool.make("CartPole-v1") as pool:
-        assert (pool.spec.family, pool.spec.finite_actions) == ("classic_control", True)
+        assert (pool.spec.family, pool.spec.rejects_nan_actions) == ("classic_control", True)
 
 
 def test_an_id_of_a_family_this_build_cannot_load_says_why(
@@ -98,23 +98,26 @@ def test_each_family_declares_the_ids_its_module_registers() -> None:
     assert aiopool.list_envs() == listed
 
 
-def test_the_specs_finite_actions_is_what_send_enforces() -> None:
+def test_the_specs_rejects_nan_actions_is_what_send_enforces() -> None:
     # Each family's ids, at most 12 (Atari's 104 games load a ROM each and are all discrete).
     modules = registry._modules()
     for env_id in [i for module in modules for i in module.list_envs()[:12]]:
         with aiopool.make(env_id, num_envs=1, num_threads=1) as pool:
             family = registry.family_of(env_id)
             assert family is not None and pool.spec.family == family.name
-            assert pool.spec.finite_actions == family.finite_actions
+            assert pool.spec.rejects_nan_actions == family.rejects_nan_actions
             space = pool.single_action_space
             if not isinstance(space, gym.spaces.Box):
                 continue
             pool.async_reset()
             pool.recv_blocking(timeout=30)
             nan = np.full((1, *space.shape), np.nan, dtype=space.dtype)
-            if pool.spec.finite_actions:
-                with pytest.raises(ValueError, match="must be finite"):
+            if pool.spec.rejects_nan_actions:
+                with pytest.raises(ValueError, match="must not be NaN"):
                     pool.send(nan)
             else:  # the simulator takes it, as gymnasium passes it
                 pool.send(nan)
+                pool.recv_blocking(timeout=30)
+            for inf in (np.inf, -np.inf):  # every family takes it, as gymnasium's envs do
+                pool.send(np.full((1, *space.shape), inf, dtype=space.dtype))
                 pool.recv_blocking(timeout=30)

@@ -167,10 +167,10 @@ struct EnvSpec {
   // microseconds; envs that step in tens of nanoseconds (classic control) raise it so a
   // queue operation does not cost more than the step itself.
   int chunk = 1;
-  // Whether send() rejects NaN/inf in continuous actions. Classic control clips actions and a
-  // NaN would silently poison the state, so it is rejected; MuJoCo envs take them as gymnasium
-  // does (MuJoCo zeroes a non-finite ctrl and warns).
-  bool finite_actions = true;
+  // Whether send() rejects NaN in continuous actions. Classic control and Box2D clip actions
+  // (±inf included, as gymnasium's envs clip them) and a NaN would silently poison the state, so
+  // it is rejected; MuJoCo envs take it as gymnasium does (MuJoCo zeroes a NaN ctrl and warns).
+  bool rejects_nan_actions = true;
   // The largest `seed + i` the env accepts, or -1 for any (the reference may take C ints).
   int64_t max_seed = -1;
   // (height, width, 3) of the frames `render(uint8_t*)` writes; empty where the env has none.

@@ -3,8 +3,8 @@
 A family is one extension module in ``aiopool._native`` (``_core``, ``_toy_text``, ``_mujoco``,
 ``_atari``, ``_box2d``, ``_dmc``) and its env headers in ``envs/<name>/``. registry.py loads the
 modules of ``FAMILIES`` in order and lists what each registers; the rest of aiopool asks a
-pool's ``EnvSpec`` (``spec.family``, ``spec.finite_actions``) or ``registry.family_of(env_id)``,
-never an id list.
+pool's ``EnvSpec`` (``spec.family``, ``spec.rejects_nan_actions``) or
+``registry.family_of(env_id)``, never an id list.
 
 Adding a family: its headers, its ``<name>_module.cc`` and CMake target, a ``NativeFamily``
 here with its line in ``FAMILIES``, and its tests. Nothing else names families.
@@ -38,10 +38,11 @@ class NativeFamily:
             family this build cannot load gets "unavailable here: why", not "unknown env id".
         pattern: or a pattern (``re.fullmatch``) its ids match, for a family too large to list.
             Listed ids win over patterns: ``Ant-v5`` is MuJoCo's though it looks like a game.
-        finite_actions: whether ``send`` rejects NaN and inf in continuous actions. False: they
-            go to the simulator, as gymnasium passes them (MuJoCo zeroes them and warns). The
-            C++ env spec enforces it (``EnvSpec::finite_actions``, env.h); tests/test_registry.py
-            checks that the two agree for every env.
+        rejects_nan_actions: whether ``send`` rejects NaN in continuous actions, which would
+            poison the env's state (±inf is taken: the envs clip it as gymnasium's do). False:
+            NaN goes to the simulator, as gymnasium passes it (MuJoCo zeroes it and warns). The
+            C++ env spec enforces it (``EnvSpec::rejects_nan_actions``, env.h);
+            tests/test_registry.py checks that the two agree for every env.
         renders: how its pools render with ``render_mode="rgb_array"`` (aiopool/_render.py):
             ``"native"``, frames drawn in C++ (``render(uint8_t*)``, env.h); ``"python"``, the
             env's state drawn by its gymnasium class's own ``render()``; ``"dm_control"``, the
@@ -74,7 +75,7 @@ class NativeFamily:
     module: str
     ids: frozenset[str] = frozenset()
     pattern: str | None = None
-    finite_actions: bool = True
+    rejects_nan_actions: bool = True
     renders: str | None = None
     native_frames: frozenset[str] = frozenset()
     render_kwargs: frozenset[str] = frozenset()
@@ -198,7 +199,7 @@ MUJOCO = NativeFamily(
     ids=frozenset(f"{name}-v5" for name in (
         "Ant", "HalfCheetah", "Hopper", "Walker2d", "Humanoid", "HumanoidStandup",
         "InvertedPendulum", "InvertedDoublePendulum", "Reacher", "Swimmer", "Pusher")),
-    finite_actions=False, preload=_preload_mujoco, renders=_mujoco_renders(),
+    rejects_nan_actions=False, preload=_preload_mujoco, renders=_mujoco_renders(),
     render_kwargs=frozenset({"width", "height", "camera_id", "camera_name",
                              "default_camera_config", "max_geom", "visual_options"}),
     prepared=frozenset({"render_width", "render_height", "render_camera_id",
@@ -349,7 +350,7 @@ DMC = NativeFamily(
                    "dmc/manipulator-bring_ball", "dmc/manipulator-bring_peg",
                    "dmc/manipulator-insert_ball", "dmc/manipulator-insert_peg", "dmc/dog-stand",
                    "dmc/dog-walk", "dmc/dog-trot", "dmc/dog-run", "dmc/dog-fetch"}),
-    finite_actions=False, preload=_preload_mujoco,
+    rejects_nan_actions=False, preload=_preload_mujoco,
     prepared=_DMC_PREPARED, prepare=_prepare_dmc,
     renders="native" if _mujoco_renders() == "native" else "dm_control",
     render_kwargs=frozenset({"width", "height", "camera_id"}),

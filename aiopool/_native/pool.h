@@ -281,14 +281,14 @@ class Pool {
                                       std::to_string(a.n) + "))");
       return;
     }
-    if (!spec_.finite_actions) return;
+    if (!spec_.rejects_nan_actions) return;
     auto check = [&](auto* v) {
       for (std::size_t j = 0; j < k * per; ++j)
-        if (!std::isfinite(static_cast<double>(v[j])))
-          throw std::invalid_argument("actions[" + std::to_string(j / per) + "] contains " +
-                                      std::to_string(static_cast<double>(v[j])) +
-                                      "; actions must be finite (out-of-range values are clipped "
-                                      "as the reference env clips them)");
+        if (std::isnan(v[j]))
+          throw std::invalid_argument("actions[" + std::to_string(j / per) +
+                                      "] contains nan; this env's actions must not be NaN (it would "
+                                      "poison the env's state; out-of-range values and inf are "
+                                      "clipped as the reference env clips them)");
     };
     if (a.dtype == DType::kFloat32) check(reinterpret_cast<const float*>(actions));
     if (a.dtype == DType::kFloat64) check(reinterpret_cast<const double*>(actions));

@@ -198,8 +198,8 @@ class RemotePool:
         self._action_space = self.spec.action_space
         self._action_dtype = np.dtype(self._action_space.dtype)
         self._action_shape = tuple(self._action_space.shape or ())
-        self._finite_actions = (isinstance(self._action_space, gym.spaces.Box)
-                                and self.spec.finite_actions)
+        self._rejects_nan = (isinstance(self._action_space, gym.spaces.Box)
+                             and self.spec.rejects_nan_actions)
         self._finalizer = weakref.finalize(self, _kill, [a.handle for a in actors], self._pg)
 
     # -- description ----------------------------------------------------------------------
@@ -936,13 +936,13 @@ class RemotePool:
                 j = int(np.argmax(out_of_range))
                 raise ValueError(f"actions[{j}] is {int(a[j])}, expected {space.start} <= "
                                  f"action < {space.start + space.n} ({space})")
-        elif self._finite_actions:
-            bad = ~np.isfinite(a.reshape(n, -1)).all(axis=1)
+        elif self._rejects_nan:
+            bad = np.isnan(a.reshape(n, -1)).any(axis=1)
             if bad.any():
                 j = int(np.argmax(bad))
-                raise ValueError(f"actions[{j}] contains {a[j]}; actions must be finite "
-                                 "(out-of-range values are clipped as the reference env clips "
-                                 "them)")
+                raise ValueError(f"actions[{j}] contains nan; this env's actions must not be NaN "
+                                 "(it would poison the env's state; out-of-range values and inf "
+                                 "are clipped as the reference env clips them)")
         return np.ascontiguousarray(a, dtype=self._action_dtype)
 
     def _owner(self, env_id: int) -> int:

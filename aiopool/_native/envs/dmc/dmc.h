@@ -429,7 +429,7 @@ class Dmc {
     s.action_space = {Space::Kind::kBox, DType::kFloat64, {m->nu}, low, high};
     const double limit = config.get("step_limit");
     s.max_episode_steps = std::isfinite(limit) && limit > 0 ? static_cast<int>(std::ceil(limit)) : 0;
-    s.finite_actions = false;
+    s.rejects_nan_actions = false;
     s.max_seed = std::numeric_limits<uint32_t>::max();  // RandomState's seeds
     return s;
   }

@@ -242,7 +242,7 @@ inline EnvSpec make_spec(const Config& c, const mjModel* m, int64_t obs_size, st
   s.info = std::move(info);
   s.info.push_back({"mujoco_warning", DType::kBool, {}});
   s.info.push_back({"mujoco_error", DType::kBool, {}});
-  s.finite_actions = false;  // NaN and inf go to MuJoCo, as in gymnasium
+  s.rejects_nan_actions = false;  // NaN and inf go to MuJoCo, as in gymnasium
   return s;
 }
 
