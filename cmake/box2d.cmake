@@ -23,7 +23,8 @@ include(cmake/sdist.cmake)
 # Box2D's sources (_box2d_sources) as a static library, with extra compile options.
 function(aiopool_box2d_library name)
   add_library(${name} STATIC EXCLUDE_FROM_ALL ${_box2d_sources}
-              "${PROJECT_SOURCE_DIR}/cmake/box2d_shim/assertion.cc")
+              "${PROJECT_SOURCE_DIR}/cmake/box2d_shim/assertion.cc"
+              "${PROJECT_SOURCE_DIR}/cmake/box2d_shim/timer.cc")
   target_include_directories(${name} SYSTEM PUBLIC "${BOX2D_SOURCE_DIR}")
   # Box2D's failed assertions throw without touching Python (cmake/box2d_shim/Python.h).
   target_include_directories(${name} BEFORE PRIVATE "${PROJECT_SOURCE_DIR}/cmake/box2d_shim")
@@ -59,6 +60,9 @@ if(AIOPOOL_WITH_BOX2D)
   else()
     message(STATUS "aiopool: Box2D from ${BOX2D_SOURCE_DIR}")
     file(GLOB_RECURSE _box2d_sources "${BOX2D_SOURCE_DIR}/Box2D/*.cpp")
+    # Box2D's profiling clock: cmake/box2d_shim/timer.cc stands in (no clock reads in a step;
+    # the figures it fed, b2World::GetProfile's, are read by no env).
+    list(FILTER _box2d_sources EXCLUDE REGEX "/Common/b2Timer\\.cpp$")
     # As the wheel's build: baseline x86-64, no fast-math, no FMA contraction. (-fno-math-errno,
     # hidden symbols and link-time optimisation were tried: no measurable gain.)
     aiopool_box2d_library(aiopool_box2d)
