@@ -3,9 +3,10 @@
 MuJoCo times each stage of a call through the process-wide `mjcb_time`, which `import mujoco`
 sets (and `mujoco.set_mjcb_time` replaces). The pool's mjData are never profiled, so its envs step
 untimed (aiopool/_native/envs/mujoco/errors.h): a counting timer set by the user sees no call from
-a pool's step, on a worker thread or on the calling thread, while the user's own `mj_step` calls it
-as often as in a process without aiopool. Both families that link MuJoCo share one hook, in
-either import order (two would wrap each other and recurse). Each case runs in a fresh process.
+a pool's reset or step, on a worker thread or on the calling thread, while the user's own
+`mj_step` calls it as often as in a process without aiopool. Both families that link MuJoCo
+share one hook, in either import order (two would wrap each other and recurse). Each case runs in
+a fresh process.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ for env in envs:
 def pool_step_calls():
     before = calls
     for env in envs:
+        env.reset(seed=1)  # resets too: a Control Suite task's runs MuJoCo calls of its own
         for _ in range(5):
             env.step(np.stack([env.single_action_space.sample() for _ in range(3)]))
     return calls - before
@@ -72,7 +74,7 @@ def test_pool_steps_are_untimed_and_user_calls_still_timed(env_ids: str) -> None
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert out["alone"] > 0                   # MuJoCo times a step through the hook
-    assert out["pool"] == 0                   # 30 pool steps, 2 families: never the hook
+    assert out["pool"] == 0                   # 2 resets, 30 steps, 2 families: never the hook
     assert out["user"] == out["alone"]        # the user's step: every timer call passed on
     assert out["pool_none"] == 0 and out["user_none"] == 0
     assert out["pool_again"] == 0

@@ -450,6 +450,7 @@ class Dmc {
   }
 
   void reset(Rng& rng) {
+    const mujoco::Untimed untimed;  // as a step's calls (cheetah's reset runs 200 substeps)
     if (const int64_t seed = rng.take_seed(); seed >= 0) {
       random_.seed(static_cast<uint32_t>(seed));
       // A task whose model dm_control builds from the seed (lqr) draws it now, as suite.load.
