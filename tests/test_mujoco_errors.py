@@ -104,3 +104,40 @@ def test_model_compile_warnings_print_once_per_model() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert (r.stdout + r.stderr).count("settotalmass") == 1, r.stdout + r.stderr
+
+
+def test_an_error_in_a_control_suite_reset_ends_that_episode_as_dm_control_raises_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cheetah's reset runs 200 substeps; with `<size memory="16K"/>` they overflow MuJoCo's
+    stack, and dm_control's reset raises mujoco.FatalError. The pool's env reports it, starts
+    from the model's reset state, ends the episode at its first step, and the process lives."""
+    from dm_control.rl import control
+    from dm_control.suite import cheetah
+
+    from aiopool._native import families
+
+    xml, assets = cheetah.get_model_and_assets()
+    small = (xml.decode() if isinstance(xml, bytes) else xml).replace(
+        "<option", '<size memory="16K"/>\n  <option', 1)
+    env = control.Environment(cheetah.Physics.from_xml_string(small, assets),
+                              cheetah.Cheetah(random=0))
+    with pytest.raises(mujoco.FatalError, match="mj_stackAlloc") as raised:
+        env.reset()
+    path = tmp_path / "cheetah_16K.mjb"
+    mujoco.mj_saveModel(env.physics.model.ptr, str(path), None)
+    aiopool.make("dmc/cheetah-run", num_envs=1).close()  # dm_control's model, then ours instead
+    for key, (_, steps, limit) in list(families._DMC_MODELS.items()):
+        if key[0] == "dmc/cheetah-run":
+            monkeypatch.setitem(families._DMC_MODELS, key, (str(path), steps, limit))
+    with aiopool.make("dmc/cheetah-run", num_envs=2, num_threads=1, seed=0) as pool:
+        pool.async_reset()
+        first = pool.recv_blocking(timeout=30)
+        reset_state = mujoco.MjData(env.physics.model.ptr)  # mj_resetData's state
+        np.testing.assert_array_equal(first.obs["position"][0], reset_state.qpos[1:])
+        for i in range(2):
+            assert pool.env_error(i) == f"mujoco.FatalError: {raised.value}", pool.env_error(i)
+        pool.send(np.zeros((2, 6)))
+        step = pool.recv_blocking(timeout=30)
+        assert step.truncated.all() and not step.terminated.any() and (step.reward == 0).all()
+        pool.send(np.zeros((2, 6)))  # the next episode's reset: the same error, no crash
+        assert len(pool.recv_blocking(timeout=30)) == 2

@@ -23,7 +23,9 @@
 // Errors: dm_control raises PhysicsError when a MuJoCo warning (divergence, a bad control) comes
 // during a step; here the episode ends there (truncated, reward 0) and the warning's name is the
 // env's error (pool.env_error). A mju_error (mujoco.FatalError in Python) is trapped as the
-// MuJoCo family traps it (../mujoco/errors.h) and ends the episode the same way.
+// MuJoCo family traps it (../mujoco/errors.h) and ends the episode the same way; one during a
+// reset (cheetah's 200 settling substeps, say) gives the model's reset state (mj_resetData) as
+// the episode's first observation and ends the episode at its first step.
 //
 // Frames: physics.render(height, width, camera_id), drawn in C++ (../mujoco/offscreen.h's
 // draw_dm_control) on the thread that asks, from each env's own model and data. Pixel
@@ -214,6 +216,11 @@ inline std::shared_ptr<const mjModel> load_model(const std::string& path) {
   return model;
 }
 
+// A MuJoCo error (mju_error; mujoco.FatalError in Python) during a reset.
+struct FatalError : std::runtime_error {
+  explicit FatalError(const std::string& message) : std::runtime_error("mujoco.FatalError: " + message) {}
+};
+
 class Physics {
  public:
   // mj_copyModel and mj_makeData raise mju_error when memory runs out ("Could not allocate
@@ -236,6 +243,12 @@ class Physics {
   mjData* data() { return data_.get(); }
   const mjData* data() const { return data_.get(); }
 
+  // reset(), forward_without_actuation() and step(n) are what a task's initialize_episode calls:
+  // their MuJoCo calls run trapped (../mujoco/errors.h), and a MuJoCo error is thrown as a
+  // FatalError once the trap has returned, so the task's own frames unwind as C++ frames do (a
+  // longjmp through them would skip their destructors). An env step's physics runs in the env's
+  // own trap instead (step_untrapped).
+
   // Physics.reset(): mj_resetData, then forward() without actuation.
   void reset() {
     mj_resetData(model_.get(), data_.get());
@@ -246,11 +259,16 @@ class Physics {
     int& flags = model_->opt.disableflags;
     const int before = flags;
     flags |= mjDSBL_ACTUATION;
-    mj_forward(model_.get(), data_.get());
+    const bool ok = mujoco::trapped([m = model_.get(), d = data_.get()] { mj_forward(m, d); });
     flags = before;
+    if (!ok) throw FatalError(mujoco::t_trap.message);
   }
   // Physics.step(nstep) with legacy_step (dm_control's default).
   void step(int nstep) {
+    if (!mujoco::trapped([this, nstep] { step_untrapped(nstep); })) throw FatalError(mujoco::t_trap.message);
+  }
+  // The same, for a caller that traps MuJoCo's errors itself.
+  void step_untrapped(int nstep) {
     if (model_->opt.integrator != mjINT_RK4) {
       mj_step2(model_.get(), data_.get());
       for (int i = 1; i < nstep; ++i) mj_step(model_.get(), data_.get());
@@ -458,18 +476,24 @@ class Dmc {
     }
     failed_ = false;
     pixels_.reset();
-    physics_.reset();  // reset_context(): a PhysicsError here is ignored, as dm_control does
-    task_.initialize_episode(physics_, random_);
-    const auto before = physics_.warnings();
-    physics_.forward_without_actuation();
-    check(before);
+    try {
+      physics_.reset();  // reset_context(): a PhysicsError here is ignored, as dm_control does
+      task_.initialize_episode(physics_, random_);
+      const auto before = physics_.warnings();
+      physics_.forward_without_actuation();
+      check(before);
+    } catch (const FatalError& e) {  // as in a step: the env's error; its first step ends it
+      set_error(e.what());
+      failed_ = true;
+      mj_resetData(physics_.model(), physics_.data());
+    }
   }
 
   StepResult step(const Action* action, Rng&) {
     mjData* d = physics_.data();
     std::memcpy(d->ctrl, action, sizeof(double) * static_cast<std::size_t>(physics_.model()->nu));
     const auto before = physics_.warnings();
-    if (!mujoco::trapped([this] { physics_.step(control_steps_); })) {
+    if (!mujoco::trapped([this] { physics_.step_untrapped(control_steps_); })) {
       set_error(std::string("mujoco.FatalError: ") + mujoco::t_trap.message);
       failed_ = true;
       mj_resetData(physics_.model(), physics_.data());
