@@ -33,9 +33,10 @@ class EnvSpec:
             ``aiopool/_native/families.py``); None for envs that are not aiopool's own (the
             process backend's gymnasium envs and factories).
         rejects_nan_actions: whether ``send`` rejects NaN in continuous actions (classic
-            control, Box2D: a NaN would poison the env's state); ±inf is taken and clipped as
-            gymnasium's env clips it. False for families whose simulator takes NaN as gymnasium
-            passes it (MuJoCo, the Control Suite).
+            control, Box2D, where a NaN would poison the state of most envs; the process
+            backend's envs); ±inf is taken (the native envs clip it as gymnasium's do). False
+            for families whose simulator takes NaN as gymnasium passes it (MuJoCo, the Control
+            Suite).
         renders: whether the env can render (``make(..., render_mode="rgb_array")``).
         render_mode: ``"rgb_array"`` where the pool renders (``pool.render``), else None.
         render_shape: ``(height, width, 3)`` of its frames where the env draws them in C++;

@@ -139,5 +139,7 @@ def test_an_error_in_a_control_suite_reset_ends_that_episode_as_dm_control_raise
         pool.send(np.zeros((2, 6)))
         step = pool.recv_blocking(timeout=30)
         assert step.truncated.all() and not step.terminated.any() and (step.reward == 0).all()
+        np.testing.assert_array_equal(step.obs["position"][0], reset_state.qpos[1:])  # unstepped
+        assert pool.env_error(0) == f"mujoco.FatalError: {raised.value}"
         pool.send(np.zeros((2, 6)))  # the next episode's reset: the same error, no crash
         assert len(pool.recv_blocking(timeout=30)) == 2

@@ -181,6 +181,27 @@ async def test_a_registered_gymnasium_env_steps_as_gymnasium_does() -> None:
 
 
 @pytest.mark.asyncio
+async def test_infinite_actions_go_to_the_env_and_nan_is_refused_as_the_spec_says() -> None:
+    """A Box env gets ±inf as gymnasium passes it (Pendulum clips it); NaN is refused, as
+    ``spec.rejects_nan_actions`` says (a Ray pool trusts it to refuse what the actors would)."""
+    ref = gym.vector.SyncVectorEnv([lambda: gym.make("Pendulum-v1")] * 2)
+    with aiopool.make("Pendulum-v1", num_envs=2, seed=3, num_workers=2,
+                      backend="processes") as pool:
+        assert pool.spec.rejects_nan_actions
+        ref.reset(seed=3)
+        pool.async_reset()
+        await pool.recv()
+        with pytest.raises(ValueError, match=r"actions\[1\] contains nan.*must not be NaN"):
+            pool.send(np.array([[0.5], [np.nan]], np.float32))
+        for actions in (np.array([[np.inf], [-np.inf]], np.float32),
+                        np.array([[-np.inf], [1.0]], np.float32)):
+            batch = await pool.step(actions)
+            obs, reward, *_ = ref.step(actions)
+            assert np.array_equal(batch.obs, obs) and np.array_equal(batch.reward, reward)
+    ref.close()
+
+
+@pytest.mark.asyncio
 async def test_dict_observations_and_multidiscrete_actions() -> None:
     with aiopool.make(DictObs, num_envs=4, batch_size=2, num_workers=2) as pool:
         assert pool.single_observation_space == DictObs().observation_space

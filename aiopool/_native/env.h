@@ -168,8 +168,9 @@ struct EnvSpec {
   // queue operation does not cost more than the step itself.
   int chunk = 1;
   // Whether send() rejects NaN in continuous actions. Classic control and Box2D clip actions
-  // (±inf included, as gymnasium's envs clip them) and a NaN would silently poison the state, so
-  // it is rejected; MuJoCo envs take it as gymnasium does (MuJoCo zeroes a NaN ctrl and warns).
+  // (±inf included, as gymnasium's envs clip them); a NaN would silently poison the state of
+  // most of them (LunarLander alone reads it as engines off), so the family rejects it. MuJoCo
+  // envs take it as gymnasium does (MuJoCo zeroes a NaN ctrl and warns).
   bool rejects_nan_actions = true;
   // The largest `seed + i` the env accepts, or -1 for any (the reference may take C ints).
   int64_t max_seed = -1;

@@ -39,7 +39,8 @@ class NativeFamily:
         pattern: or a pattern (``re.fullmatch``) its ids match, for a family too large to list.
             Listed ids win over patterns: ``Ant-v5`` is MuJoCo's though it looks like a game.
         rejects_nan_actions: whether ``send`` rejects NaN in continuous actions, which would
-            poison the env's state (±inf is taken: the envs clip it as gymnasium's do). False:
+            poison the state of most of the family's envs (±inf is taken: the envs clip it as
+            gymnasium's do). False:
             NaN goes to the simulator, as gymnasium passes it (MuJoCo zeroes it and warns). The
             C++ env spec enforces it (``EnvSpec::rejects_nan_actions``, env.h);
             tests/test_registry.py checks that the two agree for every env.

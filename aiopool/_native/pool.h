@@ -286,9 +286,9 @@ class Pool {
       for (std::size_t j = 0; j < k * per; ++j)
         if (std::isnan(v[j]))
           throw std::invalid_argument("actions[" + std::to_string(j / per) +
-                                      "] contains nan; this env's actions must not be NaN (it would "
-                                      "poison the env's state; out-of-range values and inf are "
-                                      "clipped as the reference env clips them)");
+                                      "] contains nan; this env's actions must not be NaN "
+                                      "(out-of-range values and inf are clipped as the reference "
+                                      "env clips them)");
     };
     if (a.dtype == DType::kFloat32) check(reinterpret_cast<const float*>(actions));
     if (a.dtype == DType::kFloat64) check(reinterpret_cast<const double*>(actions));

@@ -451,10 +451,11 @@ class ProcessNative:
         bounds = self._bounds
         if not actions.size:
             return
-        if bounds is None:  # Box: any finite value, passed to the env as it is
-            if actions.dtype.kind == "f" and not np.isfinite(actions).all():
-                j = int(np.flatnonzero(~np.isfinite(actions.reshape(len(actions), -1)).all(1))[0])
-                raise ValueError(f"actions[{j}] is not finite; actions must be finite")
+        if bounds is None:  # Box: any value but NaN (spec.rejects_nan_actions), passed on as it is
+            if actions.dtype.kind == "f" and np.isnan(actions).any():
+                j = int(np.flatnonzero(np.isnan(actions.reshape(len(actions), -1)).any(1))[0])
+                raise ValueError(f"actions[{j}] contains nan; this pool's actions must not be NaN "
+                                 "(inf and out-of-range values go to the env as they are)")
             return
         low, high = bounds
         flat = actions.reshape(len(actions), -1)

@@ -286,8 +286,9 @@ class RemotePool:
         Validated here, as ``Pool.send`` validates: the actors get only what they accept.
 
         Raises:
-            ValueError: wrong shape or dtype, discrete actions out of range, non-finite
-                continuous actions (except MuJoCo's), env ids out of range or repeated, an env
+            ValueError: wrong shape or dtype, discrete actions out of range, NaN in continuous
+                actions where ``spec.rejects_nan_actions`` (not MuJoCo's nor the Control
+                Suite's), env ids out of range or repeated, an env
                 with an action in flight, never reset, ended with ``autoreset="disabled"``, or
                 lost with its actor. Nothing is sent; the pool stays usable.
             PoolClosed: the pool is closed.
@@ -941,8 +942,8 @@ class RemotePool:
             if bad.any():
                 j = int(np.argmax(bad))
                 raise ValueError(f"actions[{j}] contains nan; this env's actions must not be NaN "
-                                 "(it would poison the env's state; out-of-range values and inf "
-                                 "are clipped as the reference env clips them)")
+                                 "(out-of-range values and inf are clipped as the reference env "
+                                 "clips them)")
         return np.ascontiguousarray(a, dtype=self._action_dtype)
 
     def _owner(self, env_id: int) -> int:

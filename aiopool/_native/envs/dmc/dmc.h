@@ -490,6 +490,7 @@ class Dmc {
   }
 
   StepResult step(const Action* action, Rng&) {
+    if (failed_) return {0.0, false, true};  // its reset failed: the reset state stays, as reported
     mjData* d = physics_.data();
     std::memcpy(d->ctrl, action, sizeof(double) * static_cast<std::size_t>(physics_.model()->nu));
     const auto before = physics_.warnings();
