@@ -40,10 +40,9 @@ class NativeFamily:
             Listed ids win over patterns: ``Ant-v5`` is MuJoCo's though it looks like a game.
         rejects_nan_actions: whether ``send`` rejects NaN in continuous actions, which would
             poison the state of most of the family's envs (±inf is taken: the envs clip it as
-            gymnasium's do). False:
-            NaN goes to the simulator, as gymnasium passes it (MuJoCo zeroes it and warns). The
-            C++ env spec enforces it (``EnvSpec::rejects_nan_actions``, env.h);
-            tests/test_registry.py checks that the two agree for every env.
+            gymnasium's do). False: NaN goes to the simulator, as gymnasium passes it (MuJoCo
+            zeroes it and warns). The C++ env spec enforces it (``EnvSpec::rejects_nan_actions``,
+            env.h); tests/test_registry.py checks that the two agree for every env.
         renders: how its pools render with ``render_mode="rgb_array"`` (aiopool/_render.py):
             ``"native"``, frames drawn in C++ (``render(uint8_t*)``, env.h); ``"python"``, the
             env's state drawn by its gymnasium class's own ``render()``; ``"dm_control"``, the

@@ -482,10 +482,8 @@ class Dmc {
       const auto before = physics_.warnings();
       physics_.forward_without_actuation();
       check(before);
-    } catch (const FatalError& e) {  // as in a step: the env's error; its first step ends it
-      set_error(e.what());
-      failed_ = true;
-      mj_resetData(physics_.model(), physics_.data());
+    } catch (const FatalError& e) {  // as in a step; its first step ends the episode
+      fail(e);
     }
   }
 
@@ -495,9 +493,7 @@ class Dmc {
     std::memcpy(d->ctrl, action, sizeof(double) * static_cast<std::size_t>(physics_.model()->nu));
     const auto before = physics_.warnings();
     if (!mujoco::trapped([this] { physics_.step_untrapped(control_steps_); })) {
-      set_error(std::string("mujoco.FatalError: ") + mujoco::t_trap.message);
-      failed_ = true;
-      mj_resetData(physics_.model(), physics_.data());
+      fail(FatalError(mujoco::t_trap.message));
       return {0.0, false, true};
     }
     if (!check(before)) return {0.0, false, true};
@@ -547,6 +543,13 @@ class Dmc {
   void set_error(std::string e) {
     std::lock_guard<std::mutex> lock(*error_mu_);
     error_ = std::move(e);
+  }
+
+  // A MuJoCo error: the env's error; the state after it is undefined, so start clean.
+  void fail(const FatalError& e) {
+    set_error(e.what());
+    failed_ = true;
+    mj_resetData(physics_.model(), physics_.data());
   }
 
   // obs_type: "state" (the task's observations), "pixels" or "state+pixels" (dm_control's
