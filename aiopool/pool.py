@@ -1,14 +1,15 @@
 """Pool: send actions, receive finished batches, from asyncio or from sync code.
 
 The wait ladder of ``recv``: (a) take a ready batch (~1 µs); (b) busy-poll for up to
-``recv_spin_us`` (a sleeping thread takes ~20 µs to wake on a VM, longer than most batches);
-(c) arm the eventfd doorbell and await it through the loop (see ``_waiting.py``). The spin
-adapts: after ``_SPIN_GIVE_UP`` spins in a row found nothing (batches take longer than the spin,
-as MuJoCo's do, or the workers are starved of CPU), ``recv`` stops spinning and only probes with
-one spin every ``_SPIN_PROBE_EVERY`` waits; a probe that catches a batch turns spinning back on.
-Every
-``_YIELD_EVERY`` fast-path returns, or after ~1 ms without one, ``recv`` yields to the loop so
-other tasks on it (inference, logging, the learner) are never starved.
+``recv_spin_us`` (a sleeping thread takes ~20 µs to wake on a VM, and the worker that wakes it
+pays ~10 µs for the ring: 200 µs by default where a core is left free for the receiver, 20 µs
+where every core steps); (c) arm the eventfd doorbell and await it through the loop (see
+``_waiting.py``). The spin adapts: after ``_SPIN_GIVE_UP`` spins in a row found nothing
+(batches take longer than the spin, as MuJoCo's do, or the workers are starved of CPU), ``recv``
+stops spinning and only probes with one spin every ``_SPIN_PROBE_EVERY`` waits; a probe that
+catches a batch turns spinning back on. Every ``_YIELD_EVERY`` fast-path returns, or after ~1 ms
+without one, ``recv`` yields to the loop so other tasks on it (inference, logging, the learner)
+are never starved.
 """
 
 from __future__ import annotations

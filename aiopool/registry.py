@@ -30,6 +30,11 @@ from .pool import Pool
 from .spec import EnvSpec
 
 _AUTORESET_MODES = ("next_step", "same_step", "disabled")
+# recv's default spin (µs), with a core left free for the receiver and without: measured on
+# 2 cores, one worker, batches of 16 (docs/performance.md), 200 µs gains 5-15 % for envs whose
+# batch takes 50-200 µs (Control Suite cheetah, cartpole, finger; InvertedPendulum, Reacher).
+_RECV_SPIN_FREE_CORE_US = 200.0
+_RECV_SPIN_US = 20.0
 
 # The modules of the families (_native/families.py), as far as this build can import them.
 _loaded: dict[str, ModuleType] = {CLASSIC_CONTROL.module: _core}
@@ -160,8 +165,9 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
         autoreset: ``"next_step"`` (gymnasium 1.x and EnvPool default), ``"same_step"``
             (final observation in ``info["final_obs"]``) or ``"disabled"``.
         max_episode_steps: override gymnasium's time limit (0: none).
-        recv_spin_us: how long ``recv`` busy-polls before sleeping on the eventfd (default
-            20 µs: waking a sleeping thread costs ~20 µs on a VM).
+        recv_spin_us: how long ``recv`` busy-polls before sleeping on the eventfd. Default:
+            200 µs when ``num_threads`` leaves a core free (the default threads do), else 20
+            µs. The spin adapts: where batches take longer, it stops after a few misses.
         worker_spin_us: how long an idle worker busy-polls before sleeping (default 50 µs).
             At most ``cores - 1`` workers poll at once, so the Python thread keeps a core.
         backend: ``"threads"`` or ``"processes"``; default: threads for native ids, processes
@@ -247,7 +253,10 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
     # At most cores - 1 workers busy-poll at once, leaving a core for the Python thread.
     max_spinners = num_threads if num_threads < cores else max(1, cores - 1)
     if recv_spin_us is None:
-        recv_spin_us = 20.0
+        # With a core left free for it, the receiver spins long enough to catch batches of
+        # cheap steps (a receiver parked in the loop costs the worker that rings it a wake-up:
+        # ~10 µs on a VM); with every core stepping, briefly (it would spin on a worker's core).
+        recv_spin_us = _RECV_SPIN_FREE_CORE_US if num_threads < cores else _RECV_SPIN_US
     if worker_spin_us is None:
         worker_spin_us = 50.0
     config, kinds = _config(module, env_id, env_kwargs)

@@ -6,16 +6,20 @@
 // to the simulator: ctrl = a precomputed random action in the actuators' ctrlrange (float64, as
 // dm_control's action spec), then Physics.step's legacy stepping of the task's n_sub_steps
 // (mj_step2, mj_step n - 1 times, mj_step1; RK4: mj_step n times, then mj_step1). An env is
-// reset (mj_resetData, mj_forward) at the task's step limit. No task: no initial state drawn, no
-// observation, no reward; this is the physics alone, which the pool can approach × its worker
-// threads, never beat.
+// reset at the task's step limit: mj_resetData, then the physics steps the task's own reset takes
+// (RESET_STEPS, counted in dm_control's reset by throughput.py: cheetah lets its model settle for
+// 200, most tasks take none), then mj_forward. No task: no initial state drawn, no observation,
+// no reward; this is the physics alone, which the pool can approach × its worker threads, never
+// beat (without the reset's steps it could not be approached: cheetah's reset is a sixth of its
+// physics).
 //
 // Built by throughput.py with the extension's flags, against the libmujoco aiopool links:
 //   g++ -O3 -ffp-contract=off -std=c++20 -I<mujoco>/include dmc_limit.cc
 //       <mujoco>/libmujoco.so.3.17.0 -Wl,-rpath,<mujoco>
 //
-// Usage: dmc_limit ENV_ID NUM_ENVS SECONDS MODEL.mjb N_SUB_STEPS STEP_LIMIT
-//   ->   one line of JSON on stdout.
+// Usage: dmc_limit ENV_ID NUM_ENVS SECONDS|rounds=R MODEL.mjb N_SUB_STEPS STEP_LIMIT [RESET_STEPS]
+//   ->   one line of JSON on stdout. rounds=R: R rounds whatever they take, the same work (and
+//   checksum) on every run.
 #include <mujoco/mujoco.h>
 
 #include <chrono>
@@ -47,18 +51,24 @@ void legacy_step(const mjModel* m, mjData* d, int n_sub_steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 7) {
-    std::fprintf(stderr, "usage: %s ENV_ID NUM_ENVS SECONDS MODEL.mjb N_SUB_STEPS STEP_LIMIT\n", argv[0]);
+  if (argc != 7 && argc != 8) {
+    std::fprintf(
+        stderr, "usage: %s ENV_ID NUM_ENVS SECONDS|rounds=R MODEL.mjb N_SUB_STEPS STEP_LIMIT [RESET_STEPS]\n",
+        argv[0]);
     return 2;
   }
   const std::string env_id = argv[1];
   const std::size_t num_envs = std::strtoul(argv[2], nullptr, 10);
-  const double seconds = std::strtod(argv[3], nullptr);
+  const std::string budget = argv[3];
+  const bool by_rounds = budget.starts_with("rounds=");
+  const double seconds = by_rounds ? 0.0 : std::strtod(budget.c_str(), nullptr);
+  const std::size_t max_rounds = by_rounds ? std::strtoul(budget.c_str() + 7, nullptr, 10) : 0;
   const std::string path = argv[4];
   const int n_sub_steps = std::atoi(argv[5]);
   const double limit = std::strtod(argv[6], nullptr);  // 0: none
-  if (num_envs == 0 || n_sub_steps < 1) {
-    std::fprintf(stderr, "no envs, or N_SUB_STEPS < 1\n");
+  const int reset_steps = argc == 8 ? std::atoi(argv[7]) : 0;
+  if (num_envs == 0 || n_sub_steps < 1 || reset_steps < 0 || (by_rounds && max_rounds == 0)) {
+    std::fprintf(stderr, "no envs, N_SUB_STEPS < 1, RESET_STEPS < 0 or rounds=0\n");
     return 2;
   }
   std::unique_ptr<mjModel, void (*)(mjModel*)> model(mj_loadModel(path.c_str(), nullptr), &mj_deleteModel);
@@ -94,7 +104,7 @@ int main(int argc, char** argv) {
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration<double>(seconds);
   auto now = start;
-  while (now < deadline) {  // one round steps every env once; the clock is read per round
+  while (by_rounds ? round < max_rounds : now < deadline) {  // a round steps every env once
     const double* round_actions = actions.data() + (round % kActionRounds) * num_envs * nu;
     for (std::size_t i = 0; i < num_envs; ++i) {
       mjData* d = datas[i].get();
@@ -102,6 +112,7 @@ int main(int argc, char** argv) {
       legacy_step(m, d, n_sub_steps);
       if (++elapsed[i] == step_limit) {
         mj_resetData(m, d);
+        if (reset_steps > 0) legacy_step(m, d, reset_steps);  // zero controls, as after mj_resetData
         mj_forward(m, d);
         elapsed[i] = 0;
         ++episodes;
@@ -117,8 +128,10 @@ int main(int argc, char** argv) {
   for (const auto& d : datas) checksum += d->qpos[0] + d->qvel[0];
   std::printf(
       "{\"env_id\": \"%s\", \"num_envs\": %zu, \"steps\": %lld, \"seconds\": %.6f, "
-      "\"steps_per_s\": %.1f, \"episodes\": %lld, \"n_sub_steps\": %d, \"checksum\": %.6g}\n",
+      "\"steps_per_s\": %.1f, \"episodes\": %lld, \"n_sub_steps\": %d, \"reset_steps\": %d, \"checksum\": "
+      "%.6g}\n",
       env_id.c_str(), num_envs, static_cast<long long>(steps), elapsed_s,
-      static_cast<double>(steps) / elapsed_s, static_cast<long long>(episodes), n_sub_steps, checksum);
+      static_cast<double>(steps) / elapsed_s, static_cast<long long>(episodes), n_sub_steps, reset_steps,
+      checksum);
   return 0;
 }

@@ -521,9 +521,33 @@ def build_mujoco_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
         f"-Wl,-rpath,{dirs['mujoco']}"], f"against {lib.name}, assets {assets}")
 
 
+def dmc_reset_steps(env_id: str, resets: int = 4) -> int:
+    """The physics steps dm_control's reset of the task takes (``Physics.step`` calls in its
+    ``initialize_episode``, counted over a few seeds): cheetah lets its model settle for 200,
+    most tasks take none. The limit takes them too: the pool's envs must, and a limit without
+    them is one no pool could approach (a sixth of cheetah's physics)."""
+    from dm_control import suite
+
+    domain, task = env_id.removeprefix("dmc/").split("-", 1)
+    counted = []
+    for seed in range(resets):
+        env = suite.load(domain, task, task_kwargs={"random": seed})
+        physics, step, n = env.physics, env.physics.step, [0]
+
+        def counting_step(nstep: int = 1, step: Any = step, n: list[int] = n) -> None:
+            n[0] += nstep
+            step(nstep)
+
+        physics.step = counting_step  # the instance's: the task calls physics.step(...)
+        env.reset()
+        counted.append(n[0])
+    return round(statistics.mean(counted))
+
+
 def build_dmc_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
     """``dmc_limit.cc`` against the libmujoco aiopool links, on the task's model as dm_control
-    compiles it (the MJB file the C++ envs load), with its substeps and step limit."""
+    compiles it (the MJB file the C++ envs load), with its substeps, step limit and the physics
+    steps of its reset (``dmc_reset_steps``)."""
     import importlib.util
 
     spec = importlib.util.find_spec("mujoco")
@@ -541,8 +565,10 @@ def build_dmc_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
         f"against {lib.name}")
     if limit is None:
         return None, why
-    overrides = (task["model_file"], str(task["control_steps"]), str(task["step_limit"]))
-    return Limit(limit.binary, env_id, overrides), why
+    reset_steps = dmc_reset_steps(env_id)
+    overrides = (task["model_file"], str(task["control_steps"]), str(task["step_limit"]),
+                 str(reset_steps))
+    return Limit(limit.binary, env_id, overrides), f"{why}, {reset_steps} physics steps per reset"
 
 
 def compile_limit(env_id: str, out_dir: Path, source: Path, flags: list[str],

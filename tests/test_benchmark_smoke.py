@@ -64,3 +64,35 @@ def test_actor_forward_times_each_way_of_acting() -> None:
     assert ways[0] == "cpu, 1 thread" and ways[1].startswith("cpu, ")
     assert ("cuda, graph" in ways) == torch.cuda.is_available()
     assert all(float(ms) > 0 for r in rows for ms in r[1:]) and all(len(r) == 3 for r in rows)
+
+
+def test_control_suite_limit_takes_the_physics_of_the_tasks_reset(tmp_path: Path) -> None:
+    """The Control Suite's limit program resets an env as dm_control's task does to the
+    simulator: cheetah's reset lets the model settle for 200 physics steps (counted in
+    dm_control's own reset), walker's takes none; the program reports and takes them."""
+    pytest.importorskip("dm_control", reason="pip install -e '.[test]'")
+    if not shutil.which("g++"):
+        pytest.skip("needs g++ (the limit program is compiled)")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import throughput
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    assert throughput.dmc_reset_steps("dmc/cheetah-run", resets=2) == 200
+    assert throughput.dmc_reset_steps("dmc/walker-walk", resets=2) == 0
+    limit, why = throughput.build_dmc_limit("dmc/cheetah-run", tmp_path)
+    assert limit is not None, why
+    model, sub_steps, _, reset_steps = limit.overrides
+    assert reset_steps == "200"
+
+    def run(steps: str) -> dict[str, float]:
+        # 2 envs, 120 rounds, episodes of 50 steps: each env is reset twice.
+        out = subprocess.run([str(limit.binary), "dmc/cheetah-run", "2", "rounds=120", model,
+                              sub_steps, "50", steps], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    settled, again, unsettled = run(reset_steps), run(reset_steps), run("0")
+    assert (settled["steps"], settled["episodes"], settled["reset_steps"]) == (240, 4, 200)
+    assert unsettled["reset_steps"] == 0
+    assert settled["checksum"] == again["checksum"] != unsettled["checksum"]

@@ -153,3 +153,21 @@ def test_lunar_lander_s_wind_advice_warns_as_gymnasium_s() -> None:
 def test_a_map_of_other_than_ascii_is_refused_as_such() -> None:
     with pytest.raises(ValueError, match="desc' is .*rows of ASCII characters expected"):
         aiopool.make("FrozenLake-v1", desc=["SF\u00e9", "FFG"])
+
+
+def test_recv_spins_longer_where_a_core_is_left_free_for_it() -> None:
+    """recv's default spin: 200 µs where the pool's threads leave a core free (the receiver
+    then spins on a core of its own; batches of cheap steps arrive within it, and a parked
+    receiver would cost the worker a wake-up), 20 µs where every core steps; a value given
+    is kept either way."""
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    with aiopool.make("CartPole-v1", num_envs=4, num_threads=max(1, cores - 1)) as pool:
+        assert pool._spin_ns == (200_000 if cores > 1 else 20_000)
+    with aiopool.make("CartPole-v1", num_envs=max(4, cores), num_threads=cores) as pool:
+        assert pool._spin_ns == 20_000
+    for threads in {1, cores}:
+        with aiopool.make("CartPole-v1", num_envs=max(4, cores), num_threads=threads,
+                          recv_spin_us=5) as pool:
+            assert pool._spin_ns == 5_000
