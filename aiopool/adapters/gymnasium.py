@@ -44,9 +44,12 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
 
     Differences from ``SyncVectorEnv``: ``reset()`` without a seed on a fresh env continues
     from the ``seed`` given to ``make_gymnasium`` (default 0) rather than OS entropy; ``reset``
-    takes no options other than ``reset_mask``. With ``render_mode="rgb_array"``, ``render()``
-    gives each env's frame, as ``SyncVectorEnv.render()`` (``RecordVideo`` records them). The
-    envs live in C++:
+    takes no options other than ``reset_mask``; an info key's array has the dtype of the
+    family's column, where ``SyncVectorEnv`` takes the first value's type (toy text's ``prob``
+    is float64 here; gymnasium's int ``prob`` of a reset makes it int64 there, which truncates
+    another env's fractional ``prob`` on a step that autoresets one). With
+    ``render_mode="rgb_array"``, ``render()`` gives each env's frame, as
+    ``SyncVectorEnv.render()`` (``RecordVideo`` records them). The envs live in C++:
     ``get_attr`` / ``call`` answer ``spec``, ``np_random_seed``, ``observation_space``,
     ``action_space``, ``metadata`` and ``render_mode``, and raise AttributeError for other names;
     ``set_attr`` raises (pass constructor kwargs to ``make_gymnasium`` instead).

@@ -8,7 +8,9 @@ seeds applied at the next ``reset()``, and Monitor's ``infos[i]["episode"]`` (``
 Atari, ``r`` is the game score (the episode's unclipped rewards, ``info["episode_score"]``), as
 SB3's own Atari stack reports it (Monitor below ClipRewardEnv), while the step rewards stay
 clipped. The family's info keys (Atari's ``lives``, ``reward_unclipped``, ...; MuJoCo's reward
-terms) are in ``infos[i]``, the terminal step's where an episode ended.
+terms; Taxi's ``action_mask``) are in ``infos[i]``, the terminal step's where an episode ended,
+as the env's info holds them: Python scalars, and numpy arrays for keys with a shape. After
+``reset()``, ``reset_infos[i]`` holds them for env ``i``'s reset (as DummyVecEnv's).
 
 Example:
     >>> from stable_baselines3 import PPO
@@ -89,7 +91,8 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
         rows = self._steps.reset(seed=seeds)
         self._reset_seeds()
         self._reset_options()
-        self.reset_infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        # DummyVecEnv keeps each env's reset info: here the family's info keys of its reset row.
+        self.reset_infos: list[dict[str, Any]] = self._env_infos(rows.info, self._family, [])
         return rows.obs
 
     def step_async(self, actions: npt.NDArray[Any]) -> None:
@@ -102,14 +105,7 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
         info = rows.info
         done = rows.terminated | rows.truncated
         time_limit = rows.truncated & ~rows.terminated
-        # One dict per env, built from each key's column as Python scalars.
-        columns = [info[k].tolist() for k in self._family]
-        rows_of_values = zip(time_limit.tolist(), *columns, strict=True)
-        infos: list[dict[str, Any]] = [dict(zip(self._info_keys, values, strict=True))
-                                       for values in rows_of_values]
-        for key, mask_key in self._optional.items():
-            for i in np.flatnonzero(~info[mask_key]).tolist():
-                del infos[i][key]
+        infos = self._env_infos(info, self._info_keys, [time_limit.tolist()])
         final = info.get("final_info")  # present only if an episode ended
         if final is not None:
             elapsed = round(time.time() - self._t_start, 6)
@@ -120,12 +116,25 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
                     if k in self._optional and k in final and not final[self._optional[k]][i]:
                         env_info.pop(k, None)
                     elif k in final:
-                        env_info[k] = final[k][i].item()
+                        env_info[k] = _value(final[k][i])
                 env_info["terminal_observation"] = obs_map(functools.partial(_row, i),
                                                            [info["final_obs"]])
                 env_info["episode"] = {"r": round(float(returns[i]), 6),
                                        "l": int(info["episode_length"][i]), "t": elapsed}
         return rows.obs, rows.reward.astype(np.float32), done, infos
+
+    def _env_infos(self, info: dict[str, Any], keys: Sequence[str],
+                   first: list[list[Any]]) -> list[dict[str, Any]]:
+        """One dict per env: ``keys``, the columns ``first`` and then the family's keys; a key
+        an env sets on some steps only is in its dict only where set."""
+        columns = [*first, *(_values(info[k]) for k in self._family)]
+        infos: list[dict[str, Any]] = (
+            [dict(zip(keys, values, strict=True)) for values in zip(*columns, strict=True)]
+            if columns else [{} for _ in range(self.num_envs)])
+        for key, mask_key in self._optional.items():
+            for i in np.flatnonzero(~info[mask_key]).tolist():
+                del infos[i][key]
+        return infos
 
     def close(self) -> None:
         self._steps.close()
@@ -178,6 +187,18 @@ def make_sb3(env_id: str, num_envs: int = 1, *, seed: int | None = 0,
             ``max_episode_steps``.
     """
     return Sb3VecEnv(env_id, num_envs, seed=seed, num_threads=num_threads, **make_kwargs)
+
+
+def _values(column: npt.NDArray[Any]) -> list[Any]:
+    """A key's value in each env's info, as the env's own info holds it: a Python scalar, or,
+    for a key with a shape (Taxi's ``action_mask``, Humanoid's ``tendon_length``), a numpy array
+    of its own (rows of a copy: the pool's buffers are reused)."""
+    return column.tolist() if column.ndim == 1 else list(column.copy())
+
+
+def _value(value: npt.NDArray[Any]) -> Any:
+    """One env's value of a key (``_values``)."""
+    return value.item() if value.ndim == 0 else value.copy()
 
 
 def _row(i: int, parts: list[npt.NDArray[Any]]) -> Any:
