@@ -414,3 +414,35 @@ async def test_process_backend_renders_after_worker_deaths_and_hangs(tmp_path: P
         with pytest.raises(aiopool.WorkerDied, match="step_timeout"):
             pool.send(np.zeros(1, np.int64), env_ids=[0])
             await pool.recv()
+
+
+@pytest.mark.parametrize("env_id", ["Hopper-v5", "dmc/cartpole-swingup"])
+def test_a_frame_drawn_on_the_callers_thread_leaves_its_gl_context_as_it_was(env_id: str) -> None:
+    """MuJoCo's and the Control Suite's frames are drawn in C++ on the calling thread, in the
+    pool's own EGL context, which is current there only while it draws: afterwards the
+    thread's context is the one it had (none, or the caller's own). Left current, it was
+    drawn into by other GL code on the thread (dm_control imported without a GL backend of its
+    own renders into whatever context is current), and the pool's later frames went wrong."""
+    code = f"""
+import ctypes, numpy as np, aiopool
+from mujoco.egl import GLContext  # after aiopool's make: its MUJOCO_GL default is EGL too
+egl = ctypes.CDLL("libEGL.so.1")
+egl.eglGetCurrentContext.restype = ctypes.c_void_p
+pool = aiopool.make({env_id!r}, num_envs=1, seed=0, render_mode="rgb_array")
+pool.async_reset()
+pool.recv_blocking()
+assert egl.eglGetCurrentContext() is None
+first = pool.render().copy()
+assert egl.eglGetCurrentContext() is None, "the pool's context stayed current"
+mine = GLContext(64, 64)
+mine.make_current()
+current = egl.eglGetCurrentContext()
+assert current is not None
+assert np.array_equal(pool.render(), first)
+assert egl.eglGetCurrentContext() == current, "the caller's context was not put back"
+mine.free()
+pool.close()
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

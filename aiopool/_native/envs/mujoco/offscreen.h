@@ -107,6 +107,26 @@ class Egl {
   bool try_make_current(Context c) {
     return get_current_context_() == c || make_current_(display_, nullptr, nullptr, c);
   }
+
+  // What is current on the calling thread (eglGetCurrent*), to be put back with `restore`.
+  struct Current {
+    Display display = nullptr;
+    void* draw = nullptr;
+    void* read = nullptr;
+    Context context = nullptr;
+  };
+  Current current() const {
+    return {get_current_display_(), get_current_surface_(0x3059), get_current_surface_(0x305A),  // DRAW, READ
+            get_current_context_()};
+  }
+  void restore(const Current& c) {
+    if (get_current_context_() == c.context) return;
+    if (c.context == nullptr) {
+      make_current_(display_, nullptr, nullptr, nullptr);
+    } else {
+      make_current_(c.display, c.draw, c.read, c.context);
+    }
+  }
   void make_current(Context c) {
     if (!try_make_current(c)) throw std::runtime_error("EGL could not make its OpenGL context current");
   }
@@ -138,6 +158,8 @@ class Egl {
     create_context_ = proc<decltype(create_context_)>("eglCreateContext");
     make_current_ = proc<decltype(make_current_)>("eglMakeCurrent");
     get_current_context_ = proc<decltype(get_current_context_)>("eglGetCurrentContext");
+    get_current_display_ = proc<decltype(get_current_display_)>("eglGetCurrentDisplay");
+    get_current_surface_ = proc<decltype(get_current_surface_)>("eglGetCurrentSurface");
     destroy_context_ = proc<decltype(destroy_context_)>("eglDestroyContext");
     release_thread_ = proc<decltype(release_thread_)>("eglReleaseThread");
     auto initialize = proc<unsigned (*)(Display, Int*, Int*)>("eglInitialize");
@@ -174,6 +196,8 @@ class Egl {
   Context (*create_context_)(Display, Config, Context, const Int*) = nullptr;
   unsigned (*make_current_)(Display, void*, void*, Context) = nullptr;
   Context (*get_current_context_)() = nullptr;
+  Display (*get_current_display_)() = nullptr;
+  void* (*get_current_surface_)(Int) = nullptr;
   unsigned (*destroy_context_)(Display, Context) = nullptr;
   unsigned (*release_thread_)() = nullptr;
 };
@@ -194,6 +218,14 @@ class ThreadRenderer {
             mjvCamera& camera, const RenderSettings& s, uint8_t* rgb) {
     Egl& egl = Egl::get();
     if (context_ == nullptr) context_ = egl.make_context();
+    // Ours is current only while it draws; then what was current before is again. On the
+    // caller's thread (pool.render) other GL code may run: dm_control without a GL backend of
+    // its own draws into whatever context is current, and must not change ours.
+    struct Restore {
+      Egl& egl;
+      Egl::Current before;
+      ~Restore() { egl.restore(before); }
+    } restore{egl, egl.current()};
     egl.make_current(context_);
     Target& t = target(assets, s);
     if (s.upload_hfields)
