@@ -215,3 +215,26 @@ class TestControlSuiteTwoPolesConformsToDmEnv(_Conformance, absltest.TestCase):
 class TestCartPoleInWorkerProcessesConformsToDmEnv(_Conformance, absltest.TestCase):
     env_id = "CartPole-v1"
     backend = "processes"  # gymnasium's Python CartPole through the process backend
+
+
+@pytest.mark.parametrize("env_id", sorted(_one_task_per_control_suite_domain().values()))
+def test_control_suite_specs_are_dm_control_s(env_id: str) -> None:
+    """One task of each domain: the observation spec is dm_control's (an OrderedDict of
+    unbounded ``Array``s named by their keys), the action spec too (an unnamed
+    ``BoundedArray`` of the actuators' control ranges)."""
+    from dm_control import suite
+
+    domain, task = env_id.removeprefix("dmc/").split("-", 1)
+    ref = suite.load(domain, task, task_kwargs={"random": 0})
+    with make_dm(env_id, num_threads=1) as env:
+        ours, theirs = env.observation_spec(), ref.observation_spec()
+        assert list(ours) == list(theirs)
+        for key, spec in theirs.items():
+            assert (type(ours[key]), ours[key].name) == (type(spec), spec.name), key
+            assert (ours[key].shape, ours[key].dtype) == (spec.shape, spec.dtype), key
+        act, ref_act = env.action_spec(), ref.action_spec()
+        assert (type(act), act.name, act.shape, act.dtype) == (type(ref_act), ref_act.name,
+                                                               ref_act.shape, ref_act.dtype)
+        assert np.array_equal(act.minimum, ref_act.minimum)
+        assert np.array_equal(act.maximum, ref_act.maximum)
+    ref.close()

@@ -86,12 +86,14 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
         return self._timestep(self._steps.step(action))
 
     def observation_spec(self) -> Any:
-        """A ``BoundedArray``; for a Dict observation an ``OrderedDict`` of them by key (in the
-        env's order), for a Tuple one a tuple."""
+        """A ``BoundedArray`` (an ``Array`` where unbounded, as the Control Suite's); for a
+        Dict observation an ``OrderedDict`` of them by key (in the env's order, each named by
+        its key), for a Tuple one a tuple."""
         return _spec(self._obs_space, "observation", self._lead, self._obs_keys)
 
     def action_spec(self) -> specs.BoundedArray:
-        return _spec(self._action_space, "action", self._lead)
+        """A ``BoundedArray``, unnamed as dm_control's."""
+        return _spec(self._action_space, None, self._lead)
 
     def reward_spec(self) -> specs.Array:
         return specs.Array((self.num_envs,) if self.batched else (), np.float64, name="reward")
@@ -106,7 +108,7 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
 
     def single_action_spec(self) -> specs.BoundedArray:
         """The action spec of one env (a ``DiscreteArray`` for discrete actions)."""
-        return _spec(self._action_space, "action", None)
+        return _spec(self._action_space, None, None)
 
     def close(self) -> None:
         self._steps.close()
@@ -150,20 +152,23 @@ def _first(obs: Any) -> Any:
 _ZERO, _ONE = np.float64(0.0), np.float64(1.0)  # the discount of one env
 
 
-def _box_spec(space: gym.spaces.Box, name: str, num_envs: int | None) -> specs.BoundedArray:
+def _box_spec(space: gym.spaces.Box, name: str | None, num_envs: int | None) -> specs.Array:
     lead = () if num_envs is None else (num_envs,)
+    if np.isneginf(space.low).all() and np.isposinf(space.high).all():
+        return specs.Array(lead + space.shape, space.dtype, name=name)  # as dm_control's
     return specs.BoundedArray(lead + space.shape, space.dtype,
                               np.broadcast_to(space.low, lead + space.shape),
                               np.broadcast_to(space.high, lead + space.shape), name=name)
 
 
-def _spec(space: gym.spaces.Space[Any], name: str, num_envs: int | None,
+def _spec(space: gym.spaces.Space[Any], name: str | None, num_envs: int | None,
           keys: list[Any] | None = None) -> Any:
     if isinstance(space, gym.spaces.Dict):
         return collections.OrderedDict((key, _spec(space[key], key, num_envs))
                                        for key in (keys or list(space.keys())))
     if isinstance(space, gym.spaces.Tuple):
-        return tuple(_spec(part, f"{name}_{i}", num_envs) for i, part in enumerate(space))
+        return tuple(_spec(part, name and f"{name}_{i}", num_envs)
+                     for i, part in enumerate(space))
     if isinstance(space, gym.spaces.Discrete):
         if num_envs is None:
             return specs.DiscreteArray(int(space.n), dtype=space.dtype, name=name)
