@@ -253,6 +253,19 @@ async def test_a_wrong_sized_result_is_a_clear_error() -> None:
 
 
 @pytest.mark.asyncio
+async def test_rows_of_different_shapes_in_one_batch_fail_those_callers() -> None:
+    """Calls whose rows cannot form one batch get a ValueError each (they hung: the batch
+    was built outside the forward's error handling); the batcher goes on serving."""
+    batcher = DynamicBatcher(lambda obs: obs.sum(axis=1))
+    results = await asyncio.wait_for(asyncio.gather(
+        batcher(np.ones((2, 2))), batcher(np.ones((2, 3))), return_exceptions=True), 5)
+    assert all(isinstance(r, ValueError) and "rows of shapes [(2,), (3,)]" in str(r)
+               for r in results), results
+    assert (await batcher(np.ones((2, 3)))).tolist() == [3.0, 3.0]
+    await batcher.aclose()
+
+
+@pytest.mark.asyncio
 async def test_eight_consumers_stream_a_pool_through_a_torch_policy() -> None:
     """The snippet of the README: one DynamicBatcher, eight consumers over one pool."""
     torch = pytest.importorskip("torch", reason="needs torch: pip install -e '.[test]'")

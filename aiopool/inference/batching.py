@@ -157,7 +157,9 @@ class DynamicBatcher:
 
     async def aclose(self) -> None:
         """Fail the calls still waiting for a forward with PolicyClosed, wait for the forwards
-        running, then shut down the executor it made. Later calls raise PolicyClosed.
+        running, shut down the executor it made, then close the backend (its ``async
+        aclose()``, where it has one: a ``KServePolicy`` the batcher wraps is closed with it).
+        Later calls raise PolicyClosed.
 
         Cancellation: the waiting calls are failed at once; the wait for running forwards is
         cancelled with the caller (they finish in their threads).
@@ -224,7 +226,18 @@ class DynamicBatcher:
         if not calls:
             return
         # A copy: a caller cancelled during the forward may reuse its obs at once.
-        obs = np.concatenate([c.obs for c in calls]) if len(calls) > 1 else calls[0].obs.copy()
+        try:
+            obs = np.concatenate([c.obs for c in calls]) if len(calls) > 1 else calls[0].obs.copy()
+        except ValueError:  # rows of different shapes: no forward; each of these callers is told
+            shapes = sorted({c.obs.shape[1:] for c in calls})
+            for c in calls:
+                if not c.future.done():
+                    c.future.set_exception(ValueError(
+                        f"observations with rows of shapes {shapes} came in one batch: every "
+                        "call to a batcher must pass rows of one shape ([B, *obs_shape])"))
+            if self._pending:
+                self._schedule(loop)
+            return
         self._inflight += 1
         self._forwards += 1
         self._rows += rows
