@@ -260,6 +260,47 @@ async def test_an_env_that_raises_reaches_the_consumer_and_the_pool_goes_on() ->
         assert text.endswith("the last words\n")
 
 
+@pytest.mark.parametrize("adapter", ["gymnasium", "sb3", "dm"])
+def test_an_adapter_steps_on_after_an_env_raised(adapter: str) -> None:
+    """A sync adapter over a process pool whose env raised: the step raises the EnvError, and
+    the next step (the failed envs resetting, as on the pool) or reset goes on. The adapters
+    took the step as still pending: the next step refused, and the reset its own message
+    advised waited for rows that had come with the error (NothingInFlight). A factory may be
+    a lambda (make_gymnasium refused its name as a gymnasium id)."""
+    factory = lambda: Flaky(fail_at=3)  # noqa: E731
+    if adapter == "gymnasium":
+        env: Any = aiopool.make_gymnasium(factory, 2, num_workers=1)
+        env.reset(seed=0)
+        step = functools.partial(env.step, np.ones(2, np.int64))
+    elif adapter == "sb3":
+        pytest.importorskip("stable_baselines3", reason="pip install -e '.[test]'")
+        env = aiopool.make_sb3(factory, 2, num_workers=1)
+        env.reset()
+        step = functools.partial(env.step, np.ones(2, np.int64))
+    else:
+        env = aiopool.make_dm(factory, 2, num_workers=1)
+        env.reset()
+        step = functools.partial(env.step, np.ones(2, np.int64))
+    try:
+        step()
+        step()
+        with pytest.raises(aiopool.EnvError, match="boom at step 3"):
+            step()
+        step()  # the failed envs reset at their next step, then step on: their new
+        step()  # episode fails at its third step again
+        step()
+        with pytest.raises(aiopool.EnvError, match="boom at step 3"):
+            step()
+        env.reset()
+        step()
+        step()
+        with pytest.raises(aiopool.EnvError, match="boom at step 3"):
+            step()
+        env.reset()
+    finally:
+        env.close()
+
+
 @pytest.mark.asyncio
 async def test_the_readmes_loop_goes_on_through_env_errors() -> None:
     """README's pattern: EnvError ends the ``async for``; answer its batch, loop again."""

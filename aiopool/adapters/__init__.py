@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..batch import Batch
+from ..errors import EnvError, NothingInFlight
 from ..pool import Pool
 from ..registry import make, pool_size
 from ..spec import InfoField
@@ -210,7 +211,7 @@ class Lockstep:
             self._check_can_send()
         self.pool.send(actions, self._ids)
         self._pending, self._awaiting = "step", self.num_envs
-        batch = self.pool.recv_blocking()  # interrupted: nothing received, the step pending
+        batch = self._recv()  # interrupted: nothing received, the step pending
         if len(batch.env_id) < self.num_envs:  # not with batch_size = num_envs; kept general
             self._inbox.append(batch)
             self._awaiting -= len(batch.env_id)
@@ -245,16 +246,35 @@ class Lockstep:
             "reset(), or step_wait() to receive a pending step")
 
     def _drain(self) -> None:
-        """Receive and drop the rows of a pending call, so every env is idle again."""
+        """Receive and drop the rows of a pending call, so every env is idle again (an env's
+        error among them is dropped too; rows that can never come, their envs lost with a
+        worker process, are given up: the reset that follows names those envs)."""
         while self._awaiting > 0:
-            self._awaiting -= len(self.pool.recv_blocking())
+            try:
+                self._awaiting -= len(self.pool.recv_blocking())
+            except EnvError as e:  # its batch's rows were received with it
+                self._awaiting -= len(e.batch.env_id)  # type: ignore[attr-defined]
+            except NothingInFlight:
+                break
         self._inbox.clear()
-        self._pending = None
+        self._pending, self._awaiting = None, 0
+
+    def _recv(self) -> Batch:
+        """A batch of the pending call. An env's error (process backend) comes with its batch,
+        whose rows count as received: once the call's rows are all in, it is over, and the
+        failed envs reset at their next step, as on a pool."""
+        try:
+            return self.pool.recv_blocking()
+        except EnvError as e:
+            self._awaiting -= len(e.batch.env_id)  # type: ignore[attr-defined]
+            if self._awaiting <= 0:
+                self._inbox, self._pending, self._awaiting = [], None, 0
+            raise
 
     def _gather(self, ids: npt.NDArray[np.int32]) -> Rows:
         batches = self._inbox
         while self._awaiting > 0:
-            batch = self.pool.recv_blocking()
+            batch = self._recv()
             batches.append(batch)
             self._awaiting -= len(batch.env_id)
         self._inbox, self._pending = [], None

@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -91,6 +92,8 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         threshold = None if ref is None else ref.reward_threshold
         nondeterministic = False if ref is None else ref.nondeterministic
         steps = pool.spec.max_episode_steps or None
+        # A factory's name as an id gymnasium's EnvSpec accepts ("<lambda>" -> "_lambda_").
+        spec_id = re.sub(r"[^\w:.-]", "_", spec_id)
         self.spec = EnvSpec(spec_id, entry_point="aiopool.adapters.gymnasium:make_gymnasium",
                             reward_threshold=threshold, nondeterministic=nondeterministic,
                             max_episode_steps=steps,
