@@ -800,3 +800,10 @@ def test_the_death_of_a_worker_that_holds_no_env_is_harmless() -> None:
         assert arrays is not None and sorted(arrays[4].tolist()) == [0, 1, 2, 3]
     finally:
         native.close()
+
+
+def test_a_factory_that_returns_no_env_is_told_so() -> None:
+    """A factory must return a gymnasium.Env: anything else is a TypeError saying so (it was
+    an AttributeError from the probe's close)."""
+    with pytest.raises(TypeError, match=r"<lambda> returned 'int', which has no reset, step"):
+        aiopool.make(lambda: 42, num_envs=2)

@@ -104,6 +104,12 @@ def make_process(env: str | Callable[[], gym.Env[Any, Any]], num_envs: int, batc
                             "env in gymnasium.wrappers.TimeLimit instead")
         factory = functools.partial(env, **env_kwargs) if env_kwargs else env
     probe = factory()  # as gymnasium's AsyncVectorEnv, one env in this process for the spaces
+    missing = [a for a in ("reset", "step", "close", "observation_space", "action_space")
+               if not hasattr(probe, a)]
+    if missing:
+        raise TypeError(f"{_name_of(env) if callable(env) else env} returned "
+                        f"{type(probe).__name__!r}, which has no {', '.join(missing)}: a factory "
+                        "must return a gymnasium.Env")
     try:
         obs_space, act_space = probe.observation_space, probe.action_space
         env_spec = getattr(probe, "spec", None)
