@@ -251,9 +251,9 @@ class Lockstep:
         worker process, are given up: the reset that follows names those envs)."""
         while self._awaiting > 0:
             try:
-                self._awaiting -= len(self.pool.recv_blocking())
-            except EnvError as e:  # its batch's rows were received with it
-                self._awaiting -= len(e.batch.env_id)  # type: ignore[attr-defined]
+                self._awaiting -= len(self._recv())
+            except EnvError:  # _recv counted its batch's rows
+                pass
             except NothingInFlight:
                 break
         self._inbox.clear()
