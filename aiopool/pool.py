@@ -633,10 +633,18 @@ class Pool:
 
     def _nothing_message(self, untaken: int, held: int, others: int) -> str:
         missing = self.batch_size - untaken - held
-        return (f"recv() would wait forever: {untaken} env steps are in flight, other tasks "
+        head = (f"recv() would wait forever: {untaken} env steps are in flight, other tasks "
                 f"hold {held} rows they may still send ({others} other receivers waiting), "
-                f"and batch_size is {self.batch_size}; send actions (or async_reset) for at "
-                f"least {missing} more envs first")
+                f"and batch_size is {self.batch_size}; ")
+        lost = int(getattr(self._native, "lost_envs", 0))  # the process backend's dead workers
+        alive = self.num_envs - lost
+        if alive < self.batch_size:
+            return head + (
+                f"{lost} of the {self.num_envs} envs were lost with their worker processes, "
+                f"and the {alive} left cannot fill a batch: close the pool (make it with "
+                "restart=True to replace dead workers)")
+        return head + (f"send actions (or async_reset) for at least {missing} more envs first"
+                       + (f" ({lost} envs were lost with their worker processes)" if lost else ""))
 
     def _fail_stranded(self) -> None:
         """Every parked receiver gets NothingInFlight if no batch can come any more."""

@@ -343,6 +343,24 @@ async def test_a_killed_worker_is_reported_naming_the_lost_envs() -> None:
 
 
 @pytest.mark.asyncio
+async def test_too_few_envs_left_to_fill_a_batch_is_said_so() -> None:
+    """After a death without restart, NothingInFlight names the lost envs instead of asking
+    for sends that the lost envs would refuse."""
+    with aiopool.make(CountingEnv, num_envs=2, batch_size=2, num_workers=2,
+                      step_ns=20_000_000) as pool:
+        pool.async_reset()
+        (await pool.recv()).send(np.zeros(2, np.int64))
+        os.kill(pool.worker_pids()[1], signal.SIGKILL)  # env 1
+        with pytest.raises(aiopool.WorkerDied):
+            await pool.recv(timeout=5)
+        with pytest.raises(aiopool.NothingInFlight) as caught:
+            await pool.recv(timeout=5)
+        assert "1 of the 2 envs were lost with their worker processes" in str(caught.value)
+        assert "the 1 left cannot fill a batch" in str(caught.value)
+        assert "send actions" not in str(caught.value)
+
+
+@pytest.mark.asyncio
 async def test_restart_replaces_a_dead_worker_and_the_stream_goes_on(
         caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="aiopool")

@@ -158,6 +158,11 @@ class ProcessNative:
         return self._closed
 
     @property
+    def lost_envs(self) -> int:
+        """Envs lost with a worker that was not restarted: they take no more actions."""
+        return int(np.count_nonzero(self._flags & _LOST))
+
+    @property
     def ready_count(self) -> int:
         """Whole batches ready to take (a flushed short batch counts)."""
         self._collect()
