@@ -13,11 +13,17 @@ the task that holds it ends by an exception or cancellation (its traceback keeps
 alive, but nobody will send it). Each release of held rows calls ``on_release`` so the pool can
 check its parked receivers again. Only the loop's thread (or one sync thread) hands batches out;
 ``release`` may run from a finaliser on any thread, so it only touches a dict and a callback.
+
+A pool's close (or its finaliser) closes its holders: nothing counts as held any more, and the
+tasks watched drop their callbacks. A long-lived task that makes and closes a pool at a time
+(a periodic evaluation) would otherwise keep each pool's holders, and through an unsent batch's
+``env_id`` its whole block, until that task ends; the callbacks hold the holders weakly too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import weakref
 from collections.abc import Callable, Collection
@@ -77,6 +83,7 @@ class Holders:
         self._held: dict[int, _Held] = {}
         self._next = 0
         self._watched: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+        self._on_task_done = _weak_task_done(weakref.ref(self))  # one object: removable
         self.on_release: Callable[[], None] | None = None
 
     def __bool__(self) -> bool:
@@ -92,8 +99,24 @@ class Holders:
             task = holder()
             if isinstance(task, asyncio.Task) and task not in self._watched:
                 self._watched.add(task)
-                task.add_done_callback(self._task_done)
+                task.add_done_callback(self._on_task_done)
         return self._next
+
+    def close(self) -> None:
+        """The pool closed: no batch counts as held, and no task calls back any more. Any
+        thread: a task's callbacks are removed on its loop's thread."""
+        self._held.clear()
+        here = asyncio._get_running_loop()
+        for task in list(self._watched):
+            if task.done():
+                continue
+            loop = task.get_loop()
+            if loop is here or loop.is_closed():
+                task.remove_done_callback(self._on_task_done)
+            else:
+                with contextlib.suppress(RuntimeError):  # closed meanwhile: it never runs again
+                    loop.call_soon_threadsafe(task.remove_done_callback, self._on_task_done)
+        self._watched = weakref.WeakSet()
 
     def sent(self, token: int) -> None:
         """Every row of the batch ``token`` was sent: it counts as in flight now."""
@@ -140,3 +163,12 @@ class Holders:
         key = weakref.ref(task)
         for token in [t for t, h in list(self._held.items()) if h.holder == key]:
             self.release(token)
+
+
+def _weak_task_done(holders: weakref.ref[Holders]) -> Callable[[asyncio.Task[Any]], None]:
+    def task_done(task: asyncio.Task[Any]) -> None:
+        live = holders()
+        if live is not None:
+            live._task_done(task)
+
+    return task_done

@@ -102,7 +102,8 @@ class Pool:
                                   _hander(self._holders), _un_hander(self._holders),
                                   weak_call(weakref.WeakMethod(self._fail_stranded)))
         self._stage_seeds(self._all_ids, seed)
-        self._finalizer = weakref.finalize(self, _release, native, self._doorbell)
+        self._finalizer = weakref.finalize(self, _release, native, self._doorbell,
+                                           self._holders)
         _LIVE.add(self)
 
     # -- spaces ---------------------------------------------------------------------------
@@ -552,6 +553,7 @@ class Pool:
         self._state = PoolState.CLOSED
         self._finalizer.detach()
         self._returned.clear()
+        self._holders.close()
         if forked:
             return
         self._doorbell.fail_all(PoolClosed("the pool was closed while this recv waited"))
@@ -876,10 +878,11 @@ def _all_ids_of(native: Any) -> npt.NDArray[np.int32]:
     return ids
 
 
-def _release(native: Any, doorbell: Doorbell) -> None:
+def _release(native: Any, doorbell: Doorbell, holders: Holders) -> None:
     """Finaliser of a pool dropped without close(): reader off first, then join and close."""
     doorbell.detach()
     native.close()
+    holders.close()
 
 
 class _FreedRenderer:

@@ -644,6 +644,7 @@ class RemotePool:
             fut = self._waiters.popleft()
             if not fut.done() and not fut.get_loop().is_closed():
                 fut.set_result(PoolClosed("the pool was closed while this recv waited"))
+        self._holders.close()
         self._finalizer()
 
     async def aclose(self) -> None:
