@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..batch import Batch
-from ..errors import EnvError, NothingInFlight
+from ..errors import EnvError, NothingInFlight, WorkerDied
 from ..pool import Pool
 from ..registry import make, pool_size
 from ..spec import InfoField
@@ -184,19 +184,19 @@ class Lockstep:
                                  f"{self.num_envs} ints or Nones (one per env)")
             seed = [seed[i] for i in ids.tolist()]
         self._drain()
-        self.pool.async_reset(seed=seed, env_ids=ids)
+        self._pending, self._awaiting = "reset", len(ids)  # before: see _sent
+        self._sent(self.pool.async_reset, seed=seed, env_ids=ids)
         if len(ids) < self.num_envs:
             self.pool.flush()  # the rows of a partial reset, as one short batch
         self.ever_reset = True
-        self._pending, self._awaiting = "reset", len(ids)
         return self._gather(ids)
 
     def send(self, actions: npt.ArrayLike) -> None:
         """Send one action per env; ``wait`` returns the rows."""
         if self._pending is not None or not self.ever_reset:
             self._check_can_send()
-        self.pool.send(actions, self._ids)
         self._pending, self._awaiting = "step", self.num_envs
+        self._sent(self.pool.send, actions, self._ids)
 
     def wait(self) -> Rows:
         """The rows of the last ``send``, ordered by env id."""
@@ -209,8 +209,8 @@ class Lockstep:
         """``send`` then ``wait`` (inlined: this is every adapter's hot path)."""
         if self._pending is not None or not self.ever_reset:
             self._check_can_send()
-        self.pool.send(actions, self._ids)
         self._pending, self._awaiting = "step", self.num_envs
+        self._sent(self.pool.send, actions, self._ids)
         batch = self._recv()  # interrupted: nothing received, the step pending
         if len(batch.env_id) < self.num_envs:  # not with batch_size = num_envs; kept general
             self._inbox.append(batch)
@@ -245,16 +245,38 @@ class Lockstep:
             "was interrupted, or SB3's step_async() was not followed by step_wait()); call "
             "reset(), or step_wait() to receive a pending step")
 
+    def _sent(self, send: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+        """``send(*args, **kwargs)`` for the call just made pending. If it raised and nothing
+        went out (bad actions; a Ctrl-C before the native send), the call is not pending; a
+        Ctrl-C that lands after the native send, in the send's own bookkeeping, leaves it
+        pending, so ``wait`` or ``reset`` receives its rows (pending only once the send had
+        returned, those rows were in flight unawaited: every later step and reset refused)."""
+        try:
+            send(*args, **kwargs)
+        except BaseException:
+            if not self._rows_in_flight():
+                self._pending, self._awaiting = None, 0
+            raise
+
+    def _rows_in_flight(self) -> bool:
+        return bool(self.pool._native.rows_in_flight or self.pool._returned)
+
     def _drain(self) -> None:
-        """Receive and drop the rows of a pending call, so every env is idle again (an env's
-        error among them is dropped too; rows that can never come, their envs lost with a
-        worker process, are given up: the reset that follows names those envs)."""
-        while self._awaiting > 0:
+        """Receive and drop the rows of a pending call, and any others in flight, so every env
+        is idle again (an env's error among them is dropped too; rows that can never come,
+        their envs lost with a worker process, are given up: the reset that follows names
+        those envs)."""
+        while self._awaiting > 0 or self._rows_in_flight():
             try:
                 self._awaiting -= len(self._recv())
             except EnvError:  # _recv counted its batch's rows
                 pass
-            except NothingInFlight:
+            except NothingInFlight:  # fewer rows than a batch: a partial reset cut short
+                try:                     # before its flush, or rows lost with a worker
+                    if self.pool.flush() > 0:
+                        continue
+                except WorkerDied:
+                    pass
                 break
         self._inbox.clear()
         self._pending, self._awaiting = None, 0
