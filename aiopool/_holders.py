@@ -129,6 +129,10 @@ class Holders:
             return
         ids = np.asarray(env_ids)
         for token, held in list(self._held.items()):
+            if held.env_id is ids or (held.env_id.shape == ids.shape
+                                      and np.array_equal(held.env_id, ids)):
+                self._held.pop(token, None)  # pool.send(actions, batch.env_id): no isin
+                continue
             n = int(np.count_nonzero(np.isin(held.env_id, ids)))
             if n:
                 held.rows -= n

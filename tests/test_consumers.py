@@ -225,3 +225,22 @@ async def test_a_batch_given_back_by_a_cancelled_receiver_can_be_dropped_by_the_
         with pytest.raises(aiopool.NothingInFlight):
             await pool.recv(timeout=2)
         assert a.cancelled()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("ids", ["the batch's env_id", "reordered", "every env", "part"])
+async def test_pool_send_to_a_batchs_envs_stops_it_counting_as_held(ids: str) -> None:
+    """``pool.send(actions, env_ids)`` is ``batch.send`` for the batches whose envs it covers
+    (a send to every env, as the sync adapters make each step, and a send to a batch's own
+    env_id skip the per-batch search that cost the adapters ~14 µs a step)."""
+    with counting(num_envs=4, batch_size=2, num_threads=1) as pool:
+        pool.async_reset()
+        first, second = await pool.recv(timeout=5), await pool.recv(timeout=5)
+        if ids == "every env":
+            pool.send(np.ones(4, dtype=np.int64), [3, 2, 1, 0])
+        else:
+            env_id = {"the batch's env_id": first.env_id, "reordered": first.env_id[::-1],
+                      "part": first.env_id[:1]}[ids]
+            pool.send(np.ones(len(env_id), dtype=np.int64), env_id)
+            second.send(np.ones(2, dtype=np.int64))
+        assert [h.rows for h in pool._holders._held.values()] == ([1] if ids == "part" else [])
