@@ -4,6 +4,7 @@ faults (an env that raises, a worker killed or hung, the parent killed) and leak
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -508,6 +509,17 @@ def test_close_leaves_no_process_and_no_shared_memory() -> None:
     assert _memfd_mappings() == maps - 1  # unmapped at close, not when the pool is collected
 
 
+def _kill_once_it_printed_its_workers(code: str) -> list[int]:
+    """Runs ``code``, which prints its pool's two worker pids, and SIGKILLs it once it has."""
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2 and all(_alive(p) for p in pids)
+    proc.kill()
+    proc.wait()
+    return pids
+
+
 def test_a_killed_parent_leaves_no_worker_behind() -> None:
     code = textwrap.dedent("""
         import sys, time
@@ -520,14 +532,48 @@ def test_a_killed_parent_leaves_no_worker_behind() -> None:
         time.sleep(60)
     """) % os.path.dirname(__file__)
     shm_before = set(os.listdir("/dev/shm"))
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    pids = [int(p) for p in proc.stdout.readline().split()]
-    assert len(pids) == 2 and all(_alive(p) for p in pids)
-    proc.kill()
-    proc.wait()
+    pids = _kill_once_it_printed_its_workers(code)
     assert _wait_gone(pids, 5.0)
     assert set(os.listdir("/dev/shm")) == shm_before
+
+
+@pytest.mark.parametrize("hang", ["sleeps", "spins", "holds the GIL"])
+def test_a_killed_parent_leaves_no_worker_behind_even_one_stuck_in_an_env_call(
+        hang: str) -> None:
+    """The worker's loop sees its parent gone only between env calls; a native thread sees it
+    at once. (Stuck workers outlived the killed parent, at 100 % of a core when spinning:
+    the pool's step_timeout watchdog died with it.)"""
+    code = textwrap.dedent("""
+        import ctypes, sys, time
+        import numpy as np
+        sys.path.insert(0, %r)
+        import aiopool
+        from helpers import CountingEnv
+
+        class Stuck(CountingEnv):
+            def step(self, action):
+                if %r == "sleeps":
+                    time.sleep(3600)
+                elif %r == "spins":
+                    while True:
+                        pass
+                ctypes.PyDLL(None).sleep(3600)  # libc's sleep, the GIL held
+
+        pool = aiopool.make(Stuck, num_envs=2, batch_size=1, num_workers=2)
+        pool.async_reset()
+        pool.recv_blocking(), pool.recv_blocking()
+        pool.send(np.zeros(2, np.int64))
+        time.sleep(0.5)  # both workers inside step
+        print(*pool.worker_pids(), flush=True)
+        time.sleep(60)
+    """) % (os.path.dirname(__file__), hang, hang)
+    pids = _kill_once_it_printed_its_workers(code)
+    try:
+        assert _wait_gone(pids, 5.0)
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.asyncio

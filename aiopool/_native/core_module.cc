@@ -1,9 +1,15 @@
 // `aiopool._native._core`: the engine with the envs that need no simulator library (classic
 // control and the Counting test env).
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "envs/classic_control/acrobot.h"
@@ -178,6 +184,23 @@ int64_t first_out_of_bounds(nb::handle actions_h, nb::handle low_h, nb::handle h
   }
 }
 
+// A worker process of the process backend ends as soon as `fd` reads EOF: the read end of a pipe
+// whose write end only the pool's process holds, so EOF means that process is gone (killed, out
+// of memory). The worker's own loop sees it too, but only between env calls: an env call that
+// hangs (the pool's step_timeout would kill it, but that watchdog died with the pool) would keep
+// the worker, often at 100 % of a core, for ever. A native thread, so that a call that holds the
+// GIL cannot keep it from ending the process.
+void exit_with_parent(int fd) {
+  if (fcntl(fd, F_GETFD) < 0) throw nb::value_error("exit_with_parent: not an open file descriptor");
+  std::thread([fd] {
+    pollfd p{fd, POLLIN, 0};
+    while (poll(&p, 1, -1) < 0) {
+      if (errno != EINTR) return;  // cannot happen for an open fd; serve()'s poll still watches it
+    }
+    _exit(0);  // POLLIN (EOF: nothing is ever written) or POLLHUP
+  }).detach();
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -191,4 +214,5 @@ NB_MODULE(_core, m) {
         nb::arg("per"));
   m.def("_clear_flags", &clear_flags, nb::arg("flags"), nb::arg("ids"), nb::arg("bits"));
   m.def("_first_out_of_bounds", &first_out_of_bounds, nb::arg("actions"), nb::arg("low"), nb::arg("high"));
+  m.def("_exit_with_parent", &exit_with_parent, nb::arg("fd"));
 }

@@ -9,7 +9,8 @@ reset) and write the result straight into that env's rows of the shared memory, 
 the outbox, and ring the pool's eventfd. Every wake-up steps all the envs queued by then. When
 the inbox is empty it spins for ``spin_us``, then sleeps in ``poll`` on its own eventfd and on a
 pipe whose write end only the pool's process holds: if that process dies, the pipe reads EOF and
-the worker exits (so a killed parent leaves no worker behind).
+the worker exits (so a killed parent leaves no worker behind). A native thread watches that pipe
+too, so that a worker stuck in an env call (or its factory) when the pool's process dies ends.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ def main() -> None:
     signal.signal(signal.SIGINT, _ignore)
     config = pickle.loads(sys.stdin.buffer.read())
     sys.path[:] = config["sys_path"]
+    from aiopool._native import _core
+
+    # Ends this process when the pool's dies, even inside a hung env call or the factory.
+    _core._exit_with_parent(config["parent_fd"])
     ready = config["ready_fd"]
     try:
         worker = Worker(config)
