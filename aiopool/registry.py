@@ -142,7 +142,7 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
       C++ worker threads. Every id aiopool has natively gets this unless you ask otherwise.
     - **processes** (``ProcessPool``): any other gymnasium env, in ``num_workers`` worker
       processes that each host several envs; rows travel through shared memory. Used for a
-      registered gymnasium id aiopool has no native env for (``"LunarLander-v3"``), for a
+      registered gymnasium id aiopool has no native env for (``"Ant-v4"``), for a
       factory (``aiopool.make(lambda: MyEnv(level=3), num_envs=8)``: any picklable callable
       returning a ``gymnasium.Env``; lambdas are pickled with cloudpickle), and for any id with
       ``backend="processes"`` (gymnasium's own implementation of it).
@@ -233,8 +233,10 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
                         "'rgb_array' sets it")
     renders = _renders(family, env_id)
     if render_mode is not None and renders is None:
-        raise ValueError(f"render_mode={render_mode!r}: aiopool's {env_id} does not render "
-                         f"yet; render it with gymnasium.make(..., render_mode='rgb_array')")
+        elsewhere = ("; render it with gymnasium.make(..., render_mode='rgb_array')"
+                     if env_id in gym.registry else " (it has no reference that renders)")
+        raise ValueError(f"render_mode={render_mode!r}: aiopool's {env_id} does not render"
+                         + elsewhere)
     declared = {name for name, _, _ in module.env_config(env_id)[0]}
     if render_mode is not None:
         env_kwargs.update({key: True for key in family.render_config & declared})
