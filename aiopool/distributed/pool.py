@@ -294,8 +294,9 @@ class RemotePool:
             PoolClosed: the pool is closed.
         """
         self._send(actions, env_ids)
-        if self._holders:
-            self._holders.sent_ids(env_ids)
+        if self._holders:  # ids that passed _send and number num_envs are every env
+            every = env_ids is None or len(env_ids) == self.num_envs  # type: ignore[arg-type]
+            self._holders.sent_ids(None if every else env_ids)
 
     def _send_batch(self, actions: npt.ArrayLike, batch: Batch) -> None:
         """``batch.send``: the batch's rows are no longer held by anyone."""
