@@ -220,8 +220,6 @@ _MUJOCO_KEYS: dict[str, dict[str, Any]] = {
 }
 # EnvPool's MuJoCo keyword -> gymnasium's (aiopool's); X_min / X_max map onto X_range.
 _MUJOCO_RENAMES: dict[str, dict[str, str]] = {
-    "Ant-v5": {"use_contact_force": "include_cfrc_ext_in_observation"},
-    "Humanoid-v5": {"use_contact_force": "include_cfrc_ext_in_observation"},
     "HumanoidStandup-v5": {"forward_reward_weight": "uph_cost_weight",
                            "contact_cost_weight": "impact_cost_weight",
                            "contact_cost_max": "impact_cost_max"},
@@ -568,7 +566,8 @@ def _gym_kwargs(task: _Task, config: dict[str, Any]) -> tuple[dict[str, Any], in
     renames = _MUJOCO_RENAMES.get(task.native_id, {})
     kwargs: dict[str, Any] = {}
     for name, default in defaults.items():
-        if name in _COMMON or name in ("max_episode_steps", "reward_threshold"):
+        if name in _COMMON or name in ("max_episode_steps", "reward_threshold",
+                                       "use_contact_force"):
             continue
         value = config[name]
         target = renames.get(name, name)
@@ -593,6 +592,12 @@ def _gym_kwargs(task: _Task, config: dict[str, Any]) -> tuple[dict[str, Any], in
             raise ValueError(f"{task.envpool_id}: {name}={value!r} cannot be honoured: aiopool "
                              f"implements gymnasium's {task.native_id}, which is EnvPool's "
                              f"default {name}={default!r}")
+    if "use_contact_force" in defaults and not config["use_contact_force"]:
+        # EnvPool's Ant and Humanoid without contact forces: no contact cost in the reward
+        # (its info term 0), and Ant (only) observes no cfrc_ext, as gymnasium's v4 envs did.
+        kwargs["contact_cost_weight"] = 0.0
+        if task.native_id == "Ant-v5":
+            kwargs["include_cfrc_ext_in_observation"] = False
     return kwargs, config["max_episode_steps"]
 
 
@@ -629,13 +634,13 @@ class EnvSpec:
         fields: dict[str, Any] = {"env_id": env_id, "players": _Players(env_id=env_id)}
         if isinstance(space, gym.spaces.Dict):  # the Control Suite's named arrays
             parts = cast(dict[str, gym.spaces.Box], dict(space.spaces))
-            fields.update({name: specs.BoundedArray(part.shape, part.dtype, part.low, part.high,
-                                                    name=name) for name, part in parts.items()})
+            fields.update({name: _bounded(part.shape, part.dtype, part.low, part.high, name)
+                           for name, part in parts.items()})
         elif isinstance(space, gym.spaces.Discrete):  # toy text
             fields["obs"] = specs.DiscreteArray(int(space.n), dtype=np.int32, name="obs")
         else:
-            fields["obs"] = specs.BoundedArray(space.shape, space.dtype, getattr(space, "low", 0),
-                                               getattr(space, "high", 0), name="obs")
+            fields["obs"] = _bounded(space.shape, space.dtype, getattr(space, "low", 0),
+                                     getattr(space, "high", 0), "obs")
         for name, (dtype, flag) in self._info.items():
             if flag:
                 fields[name] = specs.DiscreteArray(2, dtype=dtype, name=name)
@@ -657,11 +662,23 @@ class EnvSpec:
         if isinstance(space, gym.spaces.Discrete):
             return specs.DiscreteArray(int(space.n), dtype=np.int32, name="action")
         assert isinstance(space, gym.spaces.Box)
-        return specs.BoundedArray(space.shape, space.dtype, space.low, space.high, name="action")
+        return _bounded(space.shape, space.dtype, space.low, space.high, "action")
 
     def __repr__(self) -> str:
         items = ", ".join(f"{k}={v!r}" for k, v in self._config.items())
         return f"EnvSpec({self.task_id!r}, {items})"
+
+
+def _bounded(shape: tuple[int, ...] | None, dtype: Any, low: Any, high: Any, name: str) -> Any:
+    """dm_env's ``BoundedArray``, its bounds scalars where every element's lower bound is the
+    same and every upper one too, as EnvPool's (``spec.minimum == -1.0`` is then a bool, as
+    code written for EnvPool may use it)."""
+    from dm_env import specs
+
+    bounds = [np.asarray(low), np.asarray(high)]
+    if all(b.size and (b == b.flat[0]).all() for b in bounds):
+        bounds = [b.flat[0] for b in bounds]
+    return specs.BoundedArray(shape, dtype, *bounds, name=name)
 
 
 _Players = namedtuple("players", ["env_id"])  # type: ignore[name-match]  # EnvPool's name
@@ -686,11 +703,14 @@ def _spaces(task: _Task, config: dict[str, Any],
     if isinstance(obs, gym.spaces.Tuple):  # Blackjack: EnvPool's one int32 row of the parts
         highs = [int(part.n) - 1 for part in obs.spaces]
         obs = gym.spaces.Box(0, max(highs), (len(highs),), np.int32)
+    if isinstance(obs, gym.spaces.Dict):  # the Control Suite's, in dm_control's order as
+        obs = gym.spaces.Dict([(key, obs[key]) for key, _ in pool.spec.obs_parts])  # EnvPool's
     ours = act
-    if task.family == "mujoco":  # EnvPool's MuJoCo actions are float64
-        assert isinstance(act, gym.spaces.Box)
-        act = gym.spaces.Box(act.low.astype(np.float64), act.high.astype(np.float64),
-                             act.shape, np.float64)
+    if task.family == "mujoco":  # EnvPool's MuJoCo actions are float64: the model's ctrlrange,
+        assert isinstance(act, gym.spaces.Box)  # which gymnasium's float32 bounds round
+        low, high = (np.array([float(str(np.float32(v))) for v in b.flat]).reshape(b.shape)
+                     for b in (act.low, act.high))
+        act = gym.spaces.Box(low, high, act.shape, np.float64)
     return obs, act, ours
 
 

@@ -131,6 +131,22 @@ def _same_structure(mine: Any, theirs: Any, envpool_only: frozenset[str] = froze
     assert {path: got[path] for path in got.keys() - extra} == want
 
 
+def _same_order_and_bounds(mine: Any, theirs: Any, leading: list[str]) -> None:
+    """A dm spec (or observation) whose ``leading`` fields (env_id, players and the obs
+    parts) come in EnvPool's order, and whose bounds are scalars where EnvPool's are and ours
+    are the same for every element (``spec.minimum == -1.0`` is a bool in code written for
+    EnvPool; Box2D's observations are bounded in gymnasium's, not in EnvPool's)."""
+    if hasattr(theirs, "_fields"):
+        assert [f for f in mine._fields if f in leading] == [
+            f for f in theirs._fields if f in leading]
+        for field in leading:
+            _same_order_and_bounds(getattr(mine, field), getattr(theirs, field), [])
+    elif (hasattr(theirs, "minimum") and not hasattr(theirs, "num_values")
+          and all(np.unique(b).size == 1 for b in (mine.minimum, mine.maximum))):
+        assert (np.ndim(mine.minimum), np.ndim(mine.maximum)) == (
+            np.ndim(theirs.minimum), np.ndim(theirs.maximum)), theirs.name
+
+
 SIDE_BY_SIDE = ["Pong-v5", "Breakout-v5", "CartPole-v1", "Pendulum-v1", "HalfCheetah-v5",
                 "Hopper-v5", "Acrobot-v1", "FrozenLake8x8-v1", "Taxi-v3", "CliffWalking-v0",
                 "LunarLander-v2", "BipedalWalkerHardcore-v3", "CarRacing-v2", "Blackjack-v1",
@@ -186,6 +202,18 @@ def test_return_shapes_and_spaces_match_envpool(task_id: str, env_type: str) -> 
     if env_type == "dm":
         _same_structure(made[0].observation_spec(), made[1].observation_spec(), envpool_only)
         _same_structure(made[0].action_spec(), made[1].action_spec())
+        space = made[1].spec.observation_space
+        parts = list(space.keys()) if isinstance(space, gym.spaces.Dict) else ["obs"]
+        leading = ["env_id", "players", *(p for p in parts if p not in envpool_only)]
+        _same_order_and_bounds(made[0].observation_spec(), made[1].observation_spec(), leading)
+        _same_order_and_bounds(made[0].action_spec(), made[1].action_spec(), [])
+        _same_order_and_bounds(made[0].reset().observation, made[1].reset().observation,
+                               leading)
+        mine = made[0].observation_spec()  # EnvPool's spec and observation agree: ours too
+        assert mine._fields == made[0].reset().observation._fields
+    elif isinstance(made[1].observation_space, gym.spaces.Dict):
+        assert list(made[0].observation_space.keys()) == [
+            key for key in made[1].observation_space if key not in envpool_only]
     space = made[1].spec.action_space
     action = np.stack([space.sample() for _ in range(3)])
     for call in (lambda e: e.reset(), lambda e: e.step(action), lambda e: e.step(action)):
@@ -474,7 +502,10 @@ def test_mujoco_keywords_mean_envpools(envpool: ModuleType) -> None:
 
 def test_mujoco_keywords_reach_gymnasiums_names() -> None:
     cases = [("Ant-v5", {"healthy_z_max": 5.0, "use_contact_force": False},
-              {"healthy_z_range": (0.2, 5.0), "include_cfrc_ext_in_observation": False}),
+              {"healthy_z_range": (0.2, 5.0), "include_cfrc_ext_in_observation": False,
+               "contact_cost_weight": 0.0}),
+             ("Humanoid-v5", {"use_contact_force": False},
+              {"include_cfrc_ext_in_observation": True, "contact_cost_weight": 0.0}),
              ("Hopper-v5", {"healthy_z_min": 0.5}, {"healthy_z_range": (0.5, float("inf"))}),
              ("Pusher-v5", {"dist_cost_weight": 2.0, "ctrl_cost_weight": 0.2},
               {"reward_dist_weight": 2.0, "reward_control_weight": 0.2}),
@@ -485,8 +516,33 @@ def test_mujoco_keywords_reach_gymnasiums_names() -> None:
         assert {k: env.pool.spec.config[k] for k in native} == native, task_id
         assert all(env.config[k] == v for k, v in given.items())
         env.close()
-    env = ours.make_gymnasium("Ant-v5", use_contact_force=False)
-    assert env.observation_space.shape == (27,)  # gymnasium's obs without contact forces
+
+
+@pytest.mark.parametrize("envpool", both(), ids=lambda m: m.__name__)
+def test_mujoco_action_bounds_are_the_models_ctrlrange(envpool: ModuleType) -> None:
+    """float64, as the model's ctrlrange: 0.4, not gymnasium's float32 0.4000000059604645."""
+    space = envpool.make_spec("Humanoid-v5").action_space
+    assert space.dtype == np.float64 and (space.high == 0.4).all() and (space.low == -0.4).all()
+
+
+@pytest.mark.parametrize("envpool", both(), ids=lambda m: m.__name__)
+@pytest.mark.parametrize("task_id, shape, term", [("Ant-v5", (27,), "reward_contact"),
+                                                  ("Humanoid-v5", (348,), "reward_impact")])
+def test_use_contact_force_false_drops_the_contact_cost(envpool: ModuleType, task_id: str,
+                                                        shape: tuple[int], term: str) -> None:
+    """EnvPool's ``use_contact_force=False``: the reward has no contact cost (its info term is
+    0); Ant observes no contact forces, Humanoid observes them either way. (The drop-in mapped
+    it onto gymnasium's include_cfrc_ext_in_observation: the cost stayed, Humanoid's obs
+    lost its contact forces.)"""
+    env = envpool.make_gymnasium(task_id, num_envs=2, seed=0, use_contact_force=False)
+    env.reset()
+    assert env.observation_space.shape == shape
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        action = rng.uniform(-0.4, 0.4, (2, *env.action_space.shape))
+        obs, _, _, _, info = env.step(action)
+        assert obs.shape == (2, *shape)
+        assert not info[term].any()
     env.close()
 
 
