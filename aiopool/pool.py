@@ -18,6 +18,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import ctypes
 import enum
 import math
 import os
@@ -34,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._holders import Holders, call_soon_weakly, current_holder, weak_call
+from ._native import _core
 from ._waiting import Doorbell, Item
 from .batch import Batch, splitter
 from .errors import EnvError, NothingInFlight, PoolClosed, WorkerDied
@@ -168,12 +170,26 @@ class Pool:
     async def arender(self, env_ids: npt.ArrayLike | None = None) -> npt.NDArray[np.uint8]:
         """``render`` without blocking the event loop: the frames are drawn on the pool's
         render thread while the loop runs other tasks. Do not send to ``env_ids`` until it
-        returns (an env stepping when its turn to be drawn comes raises ValueError).
+        returns (an env stepping when its turn to be drawn comes raises ValueError, and a send
+        to an env being drawn raises ValueError too).
 
-        Cancellation: the frames being drawn are dropped; the pool is unchanged.
+        Cancellation: no more of its frames are drawn; the frame being drawn when it came is
+        finished first (the cancellation waits for it), so that once it has propagated the
+        pool is as before and its envs take sends.
         """
         ids = self._render_ids(env_ids)
-        return await asyncio.wrap_future(self._render_thread().submit(self._draw, ids))
+        cancelled = threading.Event()
+        drawn = asyncio.wrap_future(self._render_thread().submit(self._draw, ids, cancelled))
+        try:
+            return await asyncio.shield(drawn)
+        except asyncio.CancelledError:
+            cancelled.set()
+            while not drawn.done():  # the env being drawn is claimed until its frame is done
+                with contextlib.suppress(asyncio.CancelledError):  # (a second cancel: still)
+                    await asyncio.wait([drawn])
+            if not drawn.cancelled():
+                drawn.exception()  # retrieved: its frames are dropped, whatever happened
+            raise
 
     def _render_ids(self, env_ids: npt.ArrayLike | None) -> npt.NDArray[np.int32]:
         self._check_open()
@@ -184,12 +200,11 @@ class Pool:
 
     def _render_thread(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._render_executor is None:
-            self._render_executor = concurrent.futures.ThreadPoolExecutor(
-                1, thread_name_prefix=f"aiopool-render-{self.spec.id}")
-            # Registered after concurrent.futures' own hook, so it runs first, while the thread
-            # still takes work (threading runs these hooks last registered first).
-            threading._register_atexit(  # type: ignore[attr-defined]
-                weak_call(weakref.WeakMethod(self._free_renderer_at_exit)))
+            with _RENDER_THREADS_LOCK:  # two first renders at once: one thread, not two
+                if self._render_executor is None:
+                    self._render_executor = concurrent.futures.ThreadPoolExecutor(
+                        1, thread_name_prefix=f"aiopool-render-{self.spec.id}")
+                    _with_render_threads(self)
         return self._render_executor
 
     def _free_renderer_at_exit(self) -> None:
@@ -204,8 +219,18 @@ class Pool:
         with contextlib.suppress(RuntimeError):
             executor.submit(renderer.close).result()
 
-    def _draw(self, ids: npt.NDArray[np.int32]) -> npt.NDArray[np.uint8]:
+    def _draw(self, ids: npt.NDArray[np.int32],
+              cancelled: threading.Event | None = None) -> npt.NDArray[np.uint8]:
         self._check_open()
+        if cancelled is not None and len(ids) > 1:  # arender: env by env, so that its
+            each = []                                # cancellation stops between two
+            for k in range(len(ids)):
+                if cancelled.is_set():
+                    return np.zeros((0, 0, 0, 3), np.uint8)  # nobody reads it
+                each.append(self._draw(ids[k:k + 1]))
+            out = np.concatenate(each)
+            out.flags.writeable = False
+            return out
         if self._renderer is not None:
             frames = np.stack([self._renderer.frame(self._native, int(i)) for i in ids]) if len(
                 ids) else np.zeros((0, 0, 0, 3), np.uint8)
@@ -900,6 +925,27 @@ class _FreedRenderer:
 
 
 _LIVE: weakref.WeakSet[Pool] = weakref.WeakSet()
+_RENDERING: weakref.WeakSet[Pool] = weakref.WeakSet()  # pools with a render thread
+_RENDER_THREADS_LOCK = threading.Lock()
+
+
+def _with_render_threads(pool: Pool) -> None:
+    """``pool`` has a render thread, whose renderer is freed at exit on it. One exit hook for
+    all pools, registered once a ThreadPoolExecutor exists: after concurrent.futures' own hook,
+    so it runs first, while the threads still take work (threading runs these hooks last
+    registered first)."""
+    if not _RENDER_HOOK:
+        threading._register_atexit(_free_renderers_at_exit)  # type: ignore[attr-defined]
+        _RENDER_HOOK.append(True)
+    _RENDERING.add(pool)
+
+
+_RENDER_HOOK: list[bool] = []
+
+
+def _free_renderers_at_exit() -> None:
+    for pool in list(_RENDERING):
+        pool._free_renderer_at_exit()
 _FORKED_NATIVES: list[Any] = []  # never destroyed: their threads exist only in the parent
 
 
@@ -909,6 +955,10 @@ def _after_fork_in_child() -> None:
             pool._state = PoolState.FORKED
             pool._finalizer.detach()
             _FORKED_NATIVES.append(pool._native)
+            # Not even at interpreter exit, which frees the list: destroying it would join the
+            # parent's threads (std::system_error, SIGABRT at the child's exit).
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(pool._native))
+            _core._quiet_leaks_at_exit()
 
 
 def _close_all_at_exit() -> None:

@@ -110,7 +110,10 @@ def test_close_wakes_a_thread_in_recv_blocking() -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_forked_child_gets_a_clear_error() -> None:
+def test_forked_child_gets_a_clear_error_and_makes_pools_of_its_own() -> None:
+    """The parent's pools stay in the child for good (their threads are the parent's): a
+    child that made a pool of its own and ended by the interpreter's exit (not os._exit) freed
+    them there, joining threads it does not have (SIGABRT)."""
     code = """
 import os, sys, numpy as np, aiopool
 pool = aiopool.make("Counting-v0", num_envs=2)
@@ -120,9 +123,15 @@ pid = os.fork()
 if pid == 0:
     try:
         pool.send(np.zeros(2, dtype=np.int64))
+        os._exit(4)
     except aiopool.PoolClosed as e:
-        os._exit(0 if "fork" in str(e) else 3)
-    os._exit(4)
+        if "fork" not in str(e):
+            os._exit(3)
+    own = aiopool.make("CartPole-v1", num_envs=1)
+    own.async_reset()
+    own.recv_blocking(timeout=5)
+    own.close()
+    sys.exit(0)
 _, status = os.waitpid(pid, 0)
 pool.send(np.zeros(2, dtype=np.int64))
 assert len(pool.recv_blocking(timeout=5)) == 2
@@ -130,6 +139,7 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+    assert "leaked" not in r.stderr and "terminate" not in r.stderr, r.stderr
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

@@ -446,3 +446,114 @@ pool.close()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("env_id", ["Hopper-v5", "dmc/cheetah-run"])
+def test_pools_drawn_one_after_another_on_one_thread_free_their_gl_resources(
+        env_id: str) -> None:
+    """A loop of evaluations, each a pool rendered on the main thread and closed: that
+    thread's GL resources of each closed pool are freed at its next frame (they were kept for
+    the thread's lifetime: 55-85 MB a pool in software GL, MuJoCo's shadow map)."""
+    code = f"""
+import aiopool
+def rss_mb():
+    status = open("/proc/self/status").read()
+    return int(status.split("VmRSS:")[1].split()[0]) // 1024
+def evaluate():
+    with aiopool.make({env_id!r}, num_envs=1, seed=0, render_mode="rgb_array", width=64,
+                      height=64) as pool:
+        pool.async_reset()
+        pool.recv_blocking()
+        assert pool.render().shape == (1, 64, 64, 3)
+evaluate()
+evaluate()
+before = rss_mb()
+for _ in range(6):
+    evaluate()
+print(rss_mb() - before)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[-1]) < 100  # 6 pools kept: 330-510 MB
+
+
+def test_one_env_rendered_from_two_threads_at_once() -> None:
+    """Rendering reads an env: two threads may ask for the same env's frame at once (it was
+    refused as "an action in flight")."""
+    import threading
+
+    with aiopool.make("Hopper-v5", num_envs=1, seed=0, render_mode="rgb_array", width=64,
+                      height=64) as pool:
+        pool.async_reset()
+        pool.recv_blocking()
+        want = pool.render()
+        frames: list[Any] = []
+        errors: list[BaseException] = []
+
+        def viewer() -> None:
+            try:
+                frames.extend(pool.render() for _ in range(10))
+            except BaseException as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=viewer) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors and len(frames) == 20
+        assert all(np.array_equal(f, want) for f in frames)
+        pool.send(np.zeros((1, 3), np.float32))  # nothing is left claimed
+
+
+@pytest.mark.asyncio
+async def test_a_cancelled_arender_leaves_the_envs_sendable() -> None:
+    """Cancelling waits for the frame being drawn and draws no more: then the envs take sends
+    (a video task timed out, the training loop's next send raised ValueError)."""
+    with aiopool.make("Hopper-v5", num_envs=4, batch_size=4, seed=0,
+                      render_mode="rgb_array") as pool:
+        pool.async_reset()
+        batch = await pool.recv()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(pool.arender(), timeout=0.001)
+        batch.send(np.zeros((4, 3), np.float32))
+        assert len(await pool.recv()) == 4
+
+
+def test_two_first_renders_at_once_make_one_render_thread(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The render thread is made at the first render; two at once made two (each drawing with
+    the same gymnasium env), and each rendering pool added an exit hook of its own."""
+    import concurrent.futures
+    import threading
+
+    import aiopool.pool
+
+    class Slow(concurrent.futures.ThreadPoolExecutor):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            import time
+            time.sleep(0.05)  # widens the window between the check and the assignment
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(aiopool.pool.concurrent.futures, "ThreadPoolExecutor", Slow)
+    hooks = len(threading._threading_atexits)  # type: ignore[attr-defined]
+    for _ in range(3):
+        with aiopool.make("CartPole-v1", num_envs=1, seed=0, render_mode="rgb_array") as pool:
+            pool.async_reset()
+            pool.recv_blocking()
+            go = threading.Barrier(2)
+
+            def first_render(pool: aiopool.Pool = pool, go: threading.Barrier = go) -> None:
+                go.wait()
+                pool.render()
+
+            threads = [threading.Thread(target=first_render) for _ in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            drawing = [t for t in threading.enumerate()
+                       if t.name.startswith("aiopool-render-CartPole")]
+            assert len(drawing) == 1
+    assert len(threading._threading_atexits) <= hooks + 1  # type: ignore[attr-defined]

@@ -591,14 +591,9 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
              const std::size_t k = ids.shape(0);
              if (shape.empty()) return false;
              if (out.size() != k * frame) throw std::invalid_argument("render: out has the wrong size");
-             p.claim_render(ids.data(), k);
-             bool ok;
-             {
-               nb::gil_scoped_release release;
-               ok = p.render(ids.data(), k, out.data(), frame);
-             }
-             p.release_render(ids.data(), k);
-             return ok;
+             const PyPool::RenderClaim claim(p, ids.data(), k);
+             nb::gil_scoped_release release;  // destroyed first: the claim ends with the GIL
+             return p.render(ids.data(), k, out.data(), frame);
            })
       .def("render_state", &PyPool::render_state)
       .def("export_data", &PyPool::export_data)

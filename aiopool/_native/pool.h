@@ -12,8 +12,10 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -48,6 +50,7 @@ class Pool {
         runner_(entry.make_runner(config, spec_, opt.num_envs, opt.autoreset)) {
     const std::size_t n = static_cast<std::size_t>(opt.num_envs);
     busy_.assign(n, 0);
+    rendering_.assign(n, 0);
     needs_reset_.assign(n, kNeverReset);
     stamp_.assign(n, 0);
     runner_->out = Output{&ring_, &ready_, &written_rows_, &store_->layout()};
@@ -180,43 +183,55 @@ class Pool {
     return runner_->env_error(id);
   }
 
-  // Rendering: `claim_render` (GIL held) checks the envs and marks them busy, so that no send
-  // reaches them while `render` draws (GIL released); `release_render` clears the marks.
+  // Rendering: `claim_render` (GIL held) checks the envs and counts them as being drawn, so
+  // that no send or reset reaches them while `render` draws (GIL released); `release_render`
+  // uncounts them. Several renders of an env may be claimed at once (from several threads);
+  // `render` draws one call at a time (an env's camera is shared by its frames).
   void claim_render(const int32_t* ids, std::size_t k) {
     check_ids(ids, k, "render", true, false);
     for (std::size_t j = 0; j < k; ++j)
       if (needs_reset_[static_cast<std::size_t>(ids[j])] == kNeverReset)
         throw std::invalid_argument("render: env " + std::to_string(ids[j]) +
                                     " has not been reset yet; call async_reset() and receive its row first");
-    for (std::size_t j = 0; j < k; ++j) busy_[static_cast<std::size_t>(ids[j])] = 1;
+    for (std::size_t j = 0; j < k; ++j) ++rendering_[static_cast<std::size_t>(ids[j])];
   }
   void release_render(const int32_t* ids, std::size_t k) {
-    for (std::size_t j = 0; j < k; ++j) busy_[static_cast<std::size_t>(ids[j])] = 0;
+    for (std::size_t j = 0; j < k; ++j) --rendering_[static_cast<std::size_t>(ids[j])];
   }
-  bool render(const int32_t* ids, std::size_t k, uint8_t* out, std::size_t frame_bytes) const {
+  bool render(const int32_t* ids, std::size_t k, uint8_t* out, std::size_t frame_bytes) {
+    const std::lock_guard<std::mutex> lock(render_mutex_);
     for (std::size_t j = 0; j < k; ++j)
       if (!runner_->render(ids[j], out + j * frame_bytes)) return false;
     return true;
   }
+  // A render claim for its lifetime (GIL held at both ends).
+  class RenderClaim {
+   public:
+    RenderClaim(Pool& pool, const int32_t* ids, std::size_t k) : pool_(pool), ids_(ids), k_(k) {
+      pool_.claim_render(ids_, k_);
+    }
+    ~RenderClaim() { pool_.release_render(ids_, k_); }
+    RenderClaim(const RenderClaim&) = delete;
+    RenderClaim& operator=(const RenderClaim&) = delete;
+
+   private:
+    Pool& pool_;
+    const int32_t* ids_;
+    std::size_t k_;
+  };
   std::vector<double> render_state(int32_t id) {
-    claim_render(&id, 1);
-    std::vector<double> s = runner_->render_state(id);
-    release_render(&id, 1);
-    return s;
+    const RenderClaim claim(*this, &id, 1);
+    return runner_->render_state(id);
   }
   // `dest`: the address of the renderer's mjData (its `_address`), of the same model.
   bool export_data(int32_t id, uintptr_t dest) {
-    claim_render(&id, 1);
-    const bool ok = runner_->export_data(id, reinterpret_cast<void*>(dest));
-    release_render(&id, 1);
-    return ok;
+    const RenderClaim claim(*this, &id, 1);
+    return runner_->export_data(id, reinterpret_cast<void*>(dest));
   }
   // `dest`: the address of the renderer's mjModel, compiled from the same model (same sizes).
   bool export_model(int32_t id, uintptr_t dest) {
-    claim_render(&id, 1);
-    const bool ok = runner_->export_model(id, reinterpret_cast<void*>(dest));
-    release_render(&id, 1);
-    return ok;
+    const RenderClaim claim(*this, &id, 1);
+    return runner_->export_model(id, reinterpret_cast<void*>(dest));
   }
 
   void arm() { ready_.arm(); }
@@ -259,6 +274,11 @@ class Pool {
         throw std::invalid_argument(std::string(what) + ": env " + std::to_string(id) +
                                     " still has an action in flight; receive its result before " +
                                     (std::string(what) == "render" ? "rendering it" : "sending it another"));
+      if (rendering_[i] && std::string_view(what) != "render")
+        throw std::invalid_argument(std::string(what) + ": env " + std::to_string(id) +
+                                    " is being rendered (a render() or arender() still draws it, a "
+                                    "cancelled arender's too); " +
+                                    what + " it once that returns");
       if (need_reset_ok && needs_reset_[i])
         throw std::invalid_argument(std::string(what) + ": env " + std::to_string(id) +
                                     (needs_reset_[i] == kEnded
@@ -325,7 +345,9 @@ class Pool {
   std::atomic<bool> closed_{false};
   // GIL-holder state.
   std::vector<uint8_t> busy_, needs_reset_;
-  std::vector<uint64_t> stamp_;  // 64-bit: a wrapped epoch would match a stale stamp
+  std::vector<uint32_t> rendering_;  // renders claimed and not yet released, per env
+  std::mutex render_mutex_;          // held while a render draws (GIL released)
+  std::vector<uint64_t> stamp_;      // 64-bit: a wrapped epoch would match a stale stamp
   uint64_t epoch_ = 0;
   uint64_t sent_rows_ = 0;
   uint64_t sent_rows_snapshot_ = 0;  // what wait_written waits for

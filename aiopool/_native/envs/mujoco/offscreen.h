@@ -273,13 +273,19 @@ class ThreadRenderer {
     const int offwidth = s.grow_buffer ? std::max(m->vis.global.offwidth, s.width) : m->vis.global.offwidth;
     const int offheight =
         s.grow_buffer ? std::max(m->vis.global.offheight, s.height) : m->vis.global.offheight;
+    // The GL resources of models gone (their pools closed) go first: a thread that draws for
+    // one pool after another (the main thread of a loop of evaluations) would otherwise keep
+    // each one's for its lifetime (55-85 MB each in software GL: MuJoCo's shadow map).
+    for (auto it = targets_.begin(); it != targets_.end();) {
+      if (!it->second.model.expired()) {
+        ++it;
+        continue;
+      }
+      free(it->second);
+      it = targets_.erase(it);
+    }
     const auto key = std::make_tuple(m, offwidth, offheight, s.max_geom);
     auto it = targets_.find(key);
-    if (it != targets_.end() && it->second.model.expired()) {
-      free(it->second);
-      targets_.erase(it);
-      it = targets_.end();
-    }
     if (it != targets_.end()) return it->second;
     Target& t = targets_[key];
     t.model = model;
