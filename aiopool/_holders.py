@@ -107,7 +107,13 @@ class Holders:
         thread: a task's callbacks are removed on its loop's thread."""
         self._held.clear()
         here = asyncio._get_running_loop()
-        for task in list(self._watched):
+        while True:  # (a task added meanwhile, on the loop's thread: read them again)
+            try:
+                watched = list(self._watched)
+                break
+            except RuntimeError:
+                continue
+        for task in watched:
             if task.done():
                 continue
             loop = task.get_loop()

@@ -22,6 +22,7 @@ import ctypes
 import enum
 import math
 import os
+import sys
 import threading
 import time
 import weakref
@@ -35,7 +36,6 @@ import numpy as np
 import numpy.typing as npt
 
 from ._holders import Holders, call_soon_weakly, current_holder, weak_call
-from ._native import _core
 from ._waiting import Doorbell, Item
 from .batch import Batch, splitter
 from .errors import EnvError, NothingInFlight, PoolClosed, WorkerDied
@@ -179,10 +179,13 @@ class Pool:
         """
         ids = self._render_ids(env_ids)
         cancelled = threading.Event()
-        drawn = asyncio.wrap_future(self._render_thread().submit(self._draw, ids, cancelled))
+        job = self._render_thread().submit(self._draw, ids, cancelled)
+        drawn = asyncio.wrap_future(job)
         try:
             return await asyncio.shield(drawn)
         except asyncio.CancelledError:
+            if job.cancel():  # not started: nothing drawn, nothing claimed
+                raise
             cancelled.set()
             while not drawn.done():  # the env being drawn is claimed until its frame is done
                 with contextlib.suppress(asyncio.CancelledError):  # (a second cancel: still)
@@ -222,13 +225,13 @@ class Pool:
     def _draw(self, ids: npt.NDArray[np.int32],
               cancelled: threading.Event | None = None) -> npt.NDArray[np.uint8]:
         self._check_open()
-        if cancelled is not None and len(ids) > 1:  # arender: env by env, so that its
-            each = []                                # cancellation stops between two
+        if cancelled is not None:  # arender: env by env, so that its cancellation stops
+            each = []              # before the next
             for k in range(len(ids)):
                 if cancelled.is_set():
                     return np.zeros((0, 0, 0, 3), np.uint8)  # nobody reads it
                 each.append(self._draw(ids[k:k + 1]))
-            out = np.concatenate(each)
+            out = np.concatenate(each) if each else self._draw(ids)
             out.flags.writeable = False
             return out
         if self._renderer is not None:
@@ -579,12 +582,13 @@ class Pool:
         self._state = PoolState.CLOSED
         self._finalizer.detach()
         self._returned.clear()
-        self._holders.close()
         if forked:
+            self._holders.close()
             return
         self._doorbell.fail_all(PoolClosed("the pool was closed while this recv waited"))
         self._doorbell.detach()
         self._native.close()
+        self._holders.close()
         executor, self._render_executor = self._render_executor, None
         if self._renderer is not None:
             if executor is None:
@@ -669,8 +673,9 @@ class Pool:
         if alive < self.batch_size:
             return head + (
                 f"{lost} of the {self.num_envs} envs were lost with their worker processes, "
-                f"and the {alive} left cannot fill a batch: close the pool (make it with "
-                "restart=True to replace dead workers)")
+                f"and the {alive} left cannot fill a batch: flush() hands out their rows as a "
+                "short batch; or close the pool (make it with restart=True to replace dead "
+                "workers)")
         return head + (f"send actions (or async_reset) for at least {missing} more envs first"
                        + (f" ({lost} envs were lost with their worker processes)" if lost else ""))
 
@@ -958,7 +963,12 @@ def _after_fork_in_child() -> None:
             # Not even at interpreter exit, which frees the list: destroying it would join the
             # parent's threads (std::system_error, SIGABRT at the child's exit).
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(pool._native))
-            _core._quiet_leaks_at_exit()
+            quiet = getattr(sys.modules.get(type(pool._native).__module__), "_quiet_leaks_at_exit",
+                            None)  # a native module's (the process backend's is Python)
+            if quiet is not None:
+                quiet()
+    global _RENDER_THREADS_LOCK
+    _RENDER_THREADS_LOCK = threading.Lock()  # another thread may have held it at the fork
 
 
 def _close_all_at_exit() -> None:

@@ -119,6 +119,7 @@ import os, sys, numpy as np, aiopool
 pool = aiopool.make("Counting-v0", num_envs=2)
 pool.async_reset()
 pool.recv_blocking(timeout=5)
+lake = aiopool.make("FrozenLake-v1", num_envs=1)  # another native module (nanobind domain)
 pid = os.fork()
 if pid == 0:
     try:

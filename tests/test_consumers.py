@@ -230,9 +230,10 @@ async def test_a_batch_given_back_by_a_cancelled_receiver_can_be_dropped_by_the_
 @pytest.mark.asyncio
 @pytest.mark.parametrize("ids", ["the batch's env_id", "reordered", "every env", "part"])
 async def test_pool_send_to_a_batchs_envs_stops_it_counting_as_held(ids: str) -> None:
-    """``pool.send(actions, env_ids)`` is ``batch.send`` for the batches whose envs it covers
-    (a send to every env, as the sync adapters make each step, and a send to a batch's own
-    env_id skip the per-batch search that cost the adapters ~14 µs a step)."""
+    """``pool.send(actions, env_ids)`` is ``batch.send`` for the batches whose envs it covers,
+    whichever path counts them: a send to every env (as the sync adapters make each step) and
+    a send to a batch's own env_id skip the per-batch search, which cost the adapters ~13 µs a
+    step (its speed: the adapter overhead rows of benchmarks/throughput.py)."""
     with counting(num_envs=4, batch_size=2, num_threads=1) as pool:
         pool.async_reset()
         first, second = await pool.recv(timeout=5), await pool.recv(timeout=5)

@@ -521,6 +521,26 @@ async def test_a_cancelled_arender_leaves_the_envs_sendable() -> None:
         assert len(await pool.recv()) == 4
 
 
+@pytest.mark.asyncio
+async def test_a_cancelled_arender_that_has_not_started_returns_at_once() -> None:
+    """An arender queued behind another is dropped from the queue when cancelled; it does
+    not wait for the one ahead of it (nor draw its own frame after it)."""
+    import time
+
+    with aiopool.make("Hopper-v5", num_envs=8, batch_size=8, seed=0,
+                      render_mode="rgb_array") as pool:
+        pool.async_reset()
+        await pool.recv()
+        start = time.monotonic()
+        ahead = asyncio.create_task(pool.arender())
+        await asyncio.sleep(0.01)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(pool.arender([0]), timeout=0.001)
+        queued = time.monotonic() - start
+        assert len(await ahead) == 8
+        assert queued < (time.monotonic() - start) / 2, "it waited for the arender ahead"
+
+
 def test_two_first_renders_at_once_make_one_render_thread(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The render thread is made at the first render; two at once made two (each drawing with

@@ -215,7 +215,4 @@ NB_MODULE(_core, m) {
   m.def("_clear_flags", &clear_flags, nb::arg("flags"), nb::arg("ids"), nb::arg("bits"));
   m.def("_first_out_of_bounds", &first_out_of_bounds, nb::arg("actions"), nb::arg("low"), nb::arg("high"));
   m.def("_exit_with_parent", &exit_with_parent, nb::arg("fd"));
-  // A child forked with pools open keeps their natives alive for good (their threads are the
-  // parent's: destroying one would join them); nanobind would list them as leaks at its exit.
-  m.def("_quiet_leaks_at_exit", [] { nb::set_leak_warnings(false); });
 }

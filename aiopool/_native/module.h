@@ -375,6 +375,10 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
   m.doc() = doc;
 
   m.def("list_envs", [] { return Registry::get().ids(); });
+  // A child forked with pools open keeps their natives alive for good (their threads are the
+  // parent's: destroying one would join them); nanobind would list them as leaks at exit. Each
+  // module is a nanobind domain of its own (CMakeLists.txt): each one quiets its own.
+  m.def("_quiet_leaks_at_exit", [] { nb::set_leak_warnings(false); });
 
   // numpy's kernels as the envs call them (numpy_math.h); the tests compare them with numpy.
   m.attr("numpy_kernels") = resolve_numpy_kernels();
