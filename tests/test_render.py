@@ -475,7 +475,7 @@ print(rss_mb() - before)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    assert int(done.stdout.split()[-1]) < 100  # 6 pools kept: 330-510 MB
+    assert int(done.stdout.split()[-1]) < 200  # 6 pools kept: 330-510 MB (~15-110 MB: malloc)
 
 
 def test_one_env_rendered_from_two_threads_at_once() -> None:
