@@ -79,7 +79,8 @@ class _Held:
 class Holders:
     """The batches handed out and not yet sent, released or dropped, by holder."""
 
-    def __init__(self) -> None:
+    def __init__(self, num_envs: int) -> None:
+        self._num_envs = num_envs
         self._held: dict[int, _Held] = {}
         self._next = 0
         self._watched: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
@@ -129,8 +130,11 @@ class Holders:
         self._held.pop(token, None)
 
     def sent_ids(self, env_ids: npt.ArrayLike | None) -> None:
-        """``pool.send`` to ``env_ids`` (None: every env): the held rows of those envs are sent."""
-        if env_ids is None:
+        """``pool.send`` to ``env_ids`` (None: every env): the held rows of those envs are sent.
+        The pool checked the ids first (unique, in range): as many as its envs are every env,
+        as the sync adapters send each step, and a held batch's own env_id is that batch; both
+        skip the per-batch search (np.isin: ~13 µs a step with a batch held)."""
+        if env_ids is None or len(env_ids) == self._num_envs:  # type: ignore[arg-type]
             self._held.clear()
             return
         ids = np.asarray(env_ids)

@@ -83,7 +83,7 @@ class Pool:
         self._all_ids = _all_ids_of(native)
         self._weak = weakref.ref(self)
         self._returned: deque[Item] = deque()  # given back by cancelled receivers
-        self._holders = Holders()
+        self._holders = Holders(self.num_envs)
         self._holders.on_release = weak_call(weakref.WeakMethod(self._schedule_check))
         self._sync_parked: dict[object, int] = {}  # threads waiting in recv_blocking
         self._check_pending = False
@@ -282,9 +282,8 @@ class Pool:
             PoolClosed: the pool is closed.
         """
         self._send(actions, env_ids)
-        if self._holders:  # ids that passed _send and number num_envs are every env
-            every = env_ids is None or len(env_ids) == self.num_envs  # type: ignore[arg-type]
-            self._holders.sent_ids(None if every else env_ids)
+        if self._holders:
+            self._holders.sent_ids(env_ids)
 
     def _send(self, actions: npt.ArrayLike, env_ids: npt.ArrayLike | None) -> None:
         if self._state is not PoolState.OPEN:
@@ -932,6 +931,7 @@ class _FreedRenderer:
 _LIVE: weakref.WeakSet[Pool] = weakref.WeakSet()
 _RENDERING: weakref.WeakSet[Pool] = weakref.WeakSet()  # pools with a render thread
 _RENDER_THREADS_LOCK = threading.Lock()
+_render_hook_registered = False
 
 
 def _with_render_threads(pool: Pool) -> None:
@@ -939,19 +939,17 @@ def _with_render_threads(pool: Pool) -> None:
     all pools, registered once a ThreadPoolExecutor exists: after concurrent.futures' own hook,
     so it runs first, while the threads still take work (threading runs these hooks last
     registered first)."""
-    if not _RENDER_HOOK:
+    global _render_hook_registered
+    if not _render_hook_registered:
         threading._register_atexit(_free_renderers_at_exit)  # type: ignore[attr-defined]
-        _RENDER_HOOK.append(True)
+        _render_hook_registered = True
     _RENDERING.add(pool)
-
-
-_RENDER_HOOK: list[bool] = []
 
 
 def _free_renderers_at_exit() -> None:
     for pool in list(_RENDERING):
         pool._free_renderer_at_exit()
-_FORKED_NATIVES: list[Any] = []  # never destroyed: their threads exist only in the parent
+
 
 
 def _after_fork_in_child() -> None:
@@ -959,9 +957,8 @@ def _after_fork_in_child() -> None:
         if pool._state is PoolState.OPEN:
             pool._state = PoolState.FORKED
             pool._finalizer.detach()
-            _FORKED_NATIVES.append(pool._native)
-            # Not even at interpreter exit, which frees the list: destroying it would join the
-            # parent's threads (std::system_error, SIGABRT at the child's exit).
+            # Never destroyed, not even at interpreter exit: destroying it would join the
+            # parent's threads, which exist only there (std::system_error, SIGABRT at exit).
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(pool._native))
             quiet = getattr(sys.modules.get(type(pool._native).__module__), "_quiet_leaks_at_exit",
                             None)  # a native module's (the process backend's is Python)

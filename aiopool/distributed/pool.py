@@ -186,7 +186,7 @@ class RemotePool:
         self._waiters: deque[asyncio.Future[_Item]] = deque()
         self._waiter_holder: dict[asyncio.Future[_Item], object] = {}  # whose receive it is
         self._sync_parked: dict[object, int] = {}  # threads waiting in recv_blocking
-        self._holders = Holders()  # batches handed out and not yet sent (see _holders.py)
+        self._holders = Holders(n)  # batches handed out and not yet sent (see _holders.py)
         self._holders.on_release = weak_call(weakref.WeakMethod(self._schedule_check))
         self._check_pending = False
         self._ever_reset = False
@@ -294,9 +294,8 @@ class RemotePool:
             PoolClosed: the pool is closed.
         """
         self._send(actions, env_ids)
-        if self._holders:  # ids that passed _send and number num_envs are every env
-            every = env_ids is None or len(env_ids) == self.num_envs  # type: ignore[arg-type]
-            self._holders.sent_ids(None if every else env_ids)
+        if self._holders:
+            self._holders.sent_ids(env_ids)
 
     def _send_batch(self, actions: npt.ArrayLike, batch: Batch) -> None:
         """``batch.send``: the batch's rows are no longer held by anyone."""
