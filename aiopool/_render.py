@@ -414,3 +414,20 @@ def atari_fps() -> float:
     from ale_py.env import AtariEnv
 
     return float(AtariEnv.metadata.get("render_fps", 30))
+
+
+def registered_fps(env_id: str) -> float | None:
+    """The ``metadata["render_fps"]`` of the env class gymnasium registers for ``env_id``, read
+    from the class (no env made); None where gymnasium has no such id or its module does not
+    import (Box2D's without box2d)."""
+    import gymnasium as gym
+
+    spec = gym.registry.get(env_id)
+    if spec is None or not isinstance(spec.entry_point, str):
+        return None
+    try:
+        cls = gym.envs.registration.load_env_creator(spec.entry_point)
+    except Exception:
+        return None
+    fps = (getattr(cls, "metadata", None) or {}).get("render_fps")
+    return None if fps is None else float(fps)

@@ -134,9 +134,11 @@ class Pool:
             return self._renderer.fps
         if self.spec.render_fps:
             return self.spec.render_fps
-        from ._render import atari_fps
+        from ._render import atari_fps, registered_fps
 
-        return atari_fps() if self.spec.family == "atari" else 30.0
+        if self.spec.family == "atari":
+            return atari_fps()
+        return registered_fps(self.spec.id) or 30.0
 
     def render(self, env_ids: npt.ArrayLike | None = None) -> npt.NDArray[np.uint8]:
         """The current frames of ``env_ids`` (default all), batch-first: a read-only ``uint8``

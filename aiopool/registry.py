@@ -30,6 +30,9 @@ from .pool import Pool
 from .spec import EnvSpec
 
 _AUTORESET_MODES = ("next_step", "same_step", "disabled")
+# make()'s max_episode_steps as the native pool takes it: None, the registered time limit (-1
+# there); -1, none (0 there).
+_NATIVE_TIME_LIMIT = {None: -1, -1: 0}
 # recv's default spin (µs), with a core left free for the receiver and without: measured on
 # 2 cores, one worker, batches of 16 (docs/performance.md), 200 µs gains 5-15 % for envs whose
 # batch takes 50-200 µs (Control Suite cheetah, cartpole, finger; InvertedPendulum, Reacher).
@@ -164,7 +167,7 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
             seed=seed + i)``; None draws fresh entropy.
         autoreset: ``"next_step"`` (gymnasium 1.x and EnvPool default), ``"same_step"``
             (final observation in ``info["final_obs"]``) or ``"disabled"``.
-        max_episode_steps: override gymnasium's time limit (0: none).
+        max_episode_steps: override gymnasium's time limit; -1: none (as ``gymnasium.make``).
         recv_spin_us: how long ``recv`` busy-polls before sleeping on the eventfd. Default:
             200 µs when ``num_threads`` leaves a core free (the default threads do), else 20
             µs. The spin adapts: where batches take longer, it stops after a few misses.
@@ -203,7 +206,12 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
         None if value is None else pool_size(name, value) for name, value in (
             ("batch_size", batch_size), ("num_threads", num_threads),
             ("num_workers", num_workers)))
-    if max_episode_steps is not None and _is_int(max_episode_steps):
+    if max_episode_steps is not None:
+        # gymnasium.make's: a positive limit, or -1 for none (it refuses 0).
+        if not _is_int(max_episode_steps) or not (max_episode_steps == -1
+                                                  or max_episode_steps >= 1):
+            raise ValueError(f"max_episode_steps is {max_episode_steps!r}, expected an int >= 1, "
+                             "or -1 for no time limit (as gymnasium.make)")
         max_episode_steps = operator.index(max_episode_steps)
     check_render_mode(render_mode)
     if backend not in (None, "threads", "processes"):
@@ -249,9 +257,6 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
     num_threads = min(num_threads, num_envs)  # a thread more than the envs has nothing to step
     if autoreset not in _AUTORESET_MODES:
         raise ValueError(f"autoreset is {autoreset!r}, expected one of {_AUTORESET_MODES}")
-    if max_episode_steps is not None and (not isinstance(max_episode_steps, int)
-                                          or max_episode_steps < 0):
-        raise ValueError(f"max_episode_steps is {max_episode_steps!r}, expected an int >= 0")
     # At most cores - 1 workers busy-poll at once, leaving a core for the Python thread.
     max_spinners = num_threads if num_threads < cores else max(1, cores - 1)
     if recv_spin_us is None:
@@ -276,7 +281,7 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
               if kinds[k] in ("range", "numbers")}
     native = cast(_core.Pool, module.Pool(
         env_id, numbers, strings, ranges, num_envs, batch_size, num_threads, autoreset,
-        int(worker_spin_us * 1000), -1 if max_episode_steps is None else max_episode_steps,
+        int(worker_spin_us * 1000), _NATIVE_TIME_LIMIT.get(max_episode_steps, max_episode_steps),
         max_spinners))
     kwargs = {k: v for k, v in config.items() if k not in family.prepared}
     spec = EnvSpec.from_native(env_id, native.spec, kwargs, family=family.name,
@@ -340,6 +345,12 @@ def _is_bool(value: Any) -> bool:
     return isinstance(value, bool | np.bool_)
 
 
+def _is_flag(value: Any) -> bool:
+    """A bool kwarg's value: a bool, or 0 / 1 (gymnasium's envs take an int from a config file
+    or ``argparse`` as its truth)."""
+    return _is_bool(value) or (_is_int(value) and value in (0, 1))
+
+
 def _is_int(value: Any) -> bool:
     """An int, numpy's integer scalars included (never a bool)."""
     return isinstance(value, numbers.Integral) and not _is_bool(value)
@@ -357,7 +368,7 @@ def _numbers(value: Any) -> bool:
 
 
 _CHECKS: dict[str, Callable[[Any], bool]] = {
-    "bool": _is_bool,
+    "bool": _is_flag,
     "int": _is_int,
     "float": _is_number,
     # A str key also takes an int: Ant's main_body is a body id or name, as in gymnasium.
@@ -374,7 +385,7 @@ _PLAIN: dict[str, Callable[[Any], Any]] = {
     "range": lambda v: tuple(float(x) for x in v),
     "numbers": lambda v: tuple(x.item() if isinstance(x, np.generic) else x for x in v),
 }
-_EXPECTED = {"bool": "a bool", "int": "an int", "float": "a number", "str": "a str",
+_EXPECTED = {"bool": "a bool (or 0 / 1)", "int": "an int", "float": "a number", "str": "a str",
              "range": "a (low, high) pair of numbers", "optional_str": "a str or None",
              "lines": "None or rows of text (a list of str, or of lists of 1-character str)",
              "numbers": "a tuple of numbers"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from contextlib import closing
 
 import numpy as np
 import pytest
@@ -50,6 +51,33 @@ def test_numpy_scalars_are_taken_as_python_numbers() -> None:
         envs.close()
     with pytest.raises(TypeError, match="expected a bool"):
         aiopool.make("FrozenLake-v1", is_slippery=np.float64(1.0))
+
+
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_max_episode_steps_is_gymnasium_s(backend: str) -> None:
+    """``max_episode_steps=-1`` takes the time limit off, as ``gymnasium.make``'s does; 0 is
+    refused as there (it meant "none" here, so a ``steps // skip`` of 0 ran endless episodes),
+    on both backends alike."""
+    with aiopool.make("CartPole-v1", num_envs=1, max_episode_steps=-1, backend=backend) as pool:
+        assert pool.spec.max_episode_steps == 0  # the spec's "none"
+        pool.async_reset(seed=0)
+        pool.recv_blocking(timeout=10).release()
+    with closing(aiopool.make_gymnasium("Taxi-v4", num_envs=1, max_episode_steps=-1,
+                                        backend=backend)) as envs:
+        assert envs.spec.max_episode_steps is None
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match=r"expected an int >= 1, or -1 for no time limit"):
+            aiopool.make("CartPole-v1", num_envs=1, max_episode_steps=bad, backend=backend)
+
+
+def test_bool_kwargs_take_0_and_1_as_gymnasium_s_envs_do() -> None:
+    """A config file or ``argparse`` gives a flag as 0 / 1; gymnasium's envs take it as its
+    truth. Other ints are refused (a typo, not a flag)."""
+    with aiopool.make("FrozenLake-v1", is_slippery=0) as a, \
+            aiopool.make("FrozenLake-v1", is_slippery=np.int64(1)) as b:
+        assert a.spec.config["is_slippery"] is False and b.spec.config["is_slippery"] is True
+    with pytest.raises(TypeError, match=r"is 2, expected a bool \(or 0 / 1\)"):
+        aiopool.make("FrozenLake-v1", is_slippery=2)
 
 
 @pytest.mark.parametrize("size", [0, -1, 2**31, 10**12, True, 2.0])

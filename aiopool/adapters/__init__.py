@@ -40,10 +40,11 @@ Seeds = int | Sequence[int | None] | None
 
 def render_metadata(pool: Pool) -> dict[str, Any]:
     """What an env's ``metadata`` says of rendering, as gymnasium's env of that id says it:
-    the render modes, and where the pool renders, the videos' frame rate."""
-    if pool.render_mode is None:
-        return {"render_modes": ["rgb_array"] if pool.spec.renders else []}
-    return {"render_modes": ["rgb_array"], "render_fps": pool.render_fps}
+    the render modes, and where the env renders, the videos' frame rate."""
+    if not pool.spec.renders:
+        return {"render_modes": []}
+    fps = pool.render_fps  # an int where gymnasium's is one (every id it registers)
+    return {"render_modes": ["rgb_array"], "render_fps": int(fps) if fps.is_integer() else fps}
 
 
 def optional_info_keys(fields: Iterable[InfoField],
