@@ -238,3 +238,88 @@ def test_control_suite_specs_are_dm_control_s(env_id: str) -> None:
         assert np.array_equal(act.minimum, ref_act.minimum)
         assert np.array_equal(act.maximum, ref_act.maximum)
     ref.close()
+
+
+def test_control_suite_flat_observation_is_dm_control_s() -> None:
+    """``flat_observation=True``: dm_control's ``OrderedDict(observations=...)`` and its spec
+    (the adapter gave the pool's bare array), equal value for value."""
+    from dm_control import suite
+
+    ref = suite.load("cheetah", "run", task_kwargs={"random": 3},
+                     environment_kwargs={"flat_observation": True})
+    with make_dm("dmc/cheetah-run", seed=3, flat_observation=True) as env:
+        assert repr(env.observation_spec()) == repr(ref.observation_spec())
+        with make_dm("dmc/cheetah-run", 2, seed=3, flat_observation=True) as batched:
+            spec = batched.observation_spec()
+            assert list(spec) == ["observations"] and spec["observations"].shape == (2, 17)
+            assert list(batched.reset().observation) == ["observations"]
+        ours, theirs = env.reset(), ref.reset()
+        rng = np.random.default_rng(0)
+        for _ in range(30):
+            assert list(ours.observation) == ["observations"]
+            np.testing.assert_array_equal(ours.observation["observations"],
+                                          theirs.observation["observations"])
+            assert (ours.reward, ours.discount) == (theirs.reward, theirs.discount)
+            action = rng.uniform(-1, 1, 6)
+            ours, theirs = env.step(action), ref.step(action)
+        assert type(ours.reward) is type(theirs.reward) is float
+        assert type(ours.discount) is type(theirs.discount) is float
+    ref.close()
+
+
+def test_control_suite_physics_error_is_raised_as_dm_control_s() -> None:
+    """A NaN action: dm_control raises ``PhysicsError``; so does one env of ``make_dm`` (the
+    pool ends that env's episode: the step returned a LAST with reward 0 and discount 1, a
+    time limit to the eye). The next step starts a new episode."""
+    from dm_control import suite
+    from dm_control.rl.control import PhysicsError
+
+    ref = suite.load("cheetah", "run", task_kwargs={"random": 1})
+    ref.reset()
+    with pytest.raises(PhysicsError) as theirs:
+        ref.step(np.full(6, np.nan))
+    with make_dm("dmc/cheetah-run", seed=1) as env:
+        env.reset()
+        with pytest.raises(PhysicsError) as ours:
+            env.step(np.full(6, np.nan))
+        assert str(ours.value) == str(theirs.value)
+        assert "mjWARN_BADCTRL" in env.env_error()
+        assert env.step(np.zeros(6)).first()
+        assert env.step(np.zeros(6)).mid()
+    with make_dm("dmc/cheetah-run", seed=1, time_limit=0.03) as env:  # 3 steps: a real limit
+        env.reset()
+        assert [env.step(np.zeros(6)).step_type for _ in range(3)][-1] == dm_env.StepType.LAST
+    ref.close()
+
+
+def test_control_suite_pixels_spec_is_pixels_wrapper_s_and_no_physics() -> None:
+    """Pixel observations' spec is ``pixels.Wrapper``'s unbounded ``Array``; ``render()`` gives
+    the frame; ``env.physics`` says what aiopool offers instead (dm_control code reaches for
+    it)."""
+    from dm_control import suite
+    from dm_control.suite.wrappers import pixels
+
+    ref = pixels.Wrapper(suite.load("cheetah", "run", task_kwargs={"random": 0}),
+                         render_kwargs={"height": 24, "width": 32, "camera_id": 0})
+    with make_dm("dmc/cheetah-run", obs_type="pixels", height=24, width=32, camera_id=0,
+                 render_mode="rgb_array") as env:
+        assert repr(env.observation_spec()) == repr(ref.observation_spec())
+        ts = env.reset()
+        np.testing.assert_array_equal(env.render(), ts.observation["pixels"])
+        np.testing.assert_array_equal(ts.observation["pixels"], ref.reset().observation["pixels"])
+        with pytest.raises(AttributeError, match="no dm_control Physics or Task"):
+            env.physics  # noqa: B018
+        with pytest.raises(AttributeError, match="object has no attribute 'phisics'"):
+            env.phisics  # type: ignore[attr-defined]  # noqa: B018
+    ref.close()
+
+
+def test_one_env_reshapes_only_a_one_number_action() -> None:
+    """dm_control refuses an action of another shape; a (2, 3) action for walker's (6,) was
+    reshaped and stepped."""
+    with make_dm("dmc/walker-walk", seed=0) as env:
+        env.reset()
+        for bad in (np.zeros((2, 3)), np.zeros((6, 1))):
+            with pytest.raises(ValueError, match="shape"):
+                env.step(bad)
+        assert env.step(np.zeros(6)).mid()

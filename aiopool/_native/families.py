@@ -21,7 +21,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -68,6 +68,14 @@ class NativeFamily:
         own_kwargs: kwargs of aiopool's envs that the reference's env does not take (MuJoCo's
             ``obs_type``, ``frame_stack``): a Python renderer's reference env is made without
             them.
+        kwarg_hints: for kwargs of the reference's own API that aiopool takes otherwise (or
+            not), what to pass instead; ``make``'s unknown-kwarg error adds it.
+        dm_flat_key: the key under which the reference's dm_env gives a ``flat_observation``
+            (dm_control's ``OrderedDict(observations=...)``); ``make_dm`` wraps the pool's one
+            array in it.
+        dm_step_error: ``"module:Class"`` of the exception the reference's dm_env raises where
+            a step fails (dm_control's ``PhysicsError``); the pool ends that env's episode
+            instead (``pool.env_error``), and an unbatched ``make_dm`` raises it after the step.
     """
 
     name: str
@@ -86,6 +94,9 @@ class NativeFamily:
     prepare: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
     render_settings: Callable[[str, dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
     own_kwargs: frozenset[str] = frozenset()
+    kwarg_hints: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    dm_flat_key: str | None = None
+    dm_step_error: str | None = None
 
     def matches(self, env_id: str) -> bool:
         """Whether ``env_id`` matches this family's pattern (its listed ids aside)."""
@@ -164,8 +175,8 @@ def _mujoco_render_settings(env_id: str, kwargs: dict[str, Any],
     # render_camera_config holds the fields in CAMERA_FIELDS' order, lookat as three numbers
     # (NaN: not set; offscreen.h's Camera::aim reads them in this order).
     slots: dict[str, int] = {}
-    for field in CAMERA_FIELDS:
-        slots[field] = len(slots) + (2 if "lookat" in slots else 0)
+    for camera_field in CAMERA_FIELDS:
+        slots[camera_field] = len(slots) + (2 if "lookat" in slots else 0)
     numbers = [math.nan] * len(config["render_camera_config"])
     for key, value in (camera or {}).items():
         if key not in slots:
@@ -354,7 +365,18 @@ DMC = NativeFamily(
     prepared=_DMC_PREPARED, prepare=_prepare_dmc,
     renders="native" if _mujoco_renders() == "native" else "dm_control",
     render_kwargs=frozenset({"width", "height", "camera_id"}),
-    render_settings=_dmc_render_settings, own_kwargs=_DMC_OWN)
+    render_settings=_dmc_render_settings, own_kwargs=_DMC_OWN,
+    kwarg_hints={
+        "task_kwargs": "suite.load's task_kwargs are make()'s own kwargs (time_limit=..., "
+                       "the task's options); its random is seed=",
+        "environment_kwargs": "suite.load's environment_kwargs are make()'s own kwargs "
+                              "(n_sub_steps=..., flat_observation=...)",
+        "random": "dm_control's task random is make()'s seed= (env i: seed + i)",
+        "control_timestep": "the control timestep is the task's; n_sub_steps= sets the "
+                            "physics steps per control step where the domain allows",
+        "visualize_reward": "not supported: frames are drawn without the reward colouring",
+        "from_pixels": "pixel observations are obs_type='pixels' (or 'state+pixels')"},
+    dm_flat_key="observations", dm_step_error="dm_control.rl.control:PhysicsError")
 
 
 FAMILIES: tuple[NativeFamily, ...] = (CLASSIC_CONTROL, TOY_TEXT, MUJOCO, ATARI, BOX2D, DMC)

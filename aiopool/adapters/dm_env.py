@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 from dm_env import specs
 
+from ..registry import family_of
 from . import Lockstep, Rows, refuse_autoreset
 
 __all__ = ["DmEnvironment", "make_dm"]
@@ -67,6 +68,14 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
         self._obs_keys = [key for key, _ in pool.spec.obs_parts] or None
         self._action_space = pool.single_action_space
         self._env_id = env_id
+        family = family_of(env_id) if pool.spec.family is not None else None
+        # dm_control's flatten_observation: one array, in an OrderedDict under "observations".
+        self._flat_key = family.dm_flat_key if (
+            family is not None and pool.spec.config.get("flat_observation")
+            and isinstance(self._obs_space, gym.spaces.Box)) else None
+        # Where the reference's dm_env raises at a failed step (dm_control's PhysicsError),
+        # an unbatched env raises it too (the pool ends that env's episode instead).
+        self._step_error = family.dm_step_error if family is not None else None
 
     def reset(self, seed: int | None = None) -> dm_env.TimeStep:
         """Start a new episode in every env (``seed``: env ``i`` gets ``seed + i``; None
@@ -80,15 +89,20 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
             return self.reset()
         if not self.batched:
             action = np.asarray(action)
-            if action.size == math.prod(self._action_space.shape or ()):
-                action = action.reshape(self._action_space.shape or ())  # 0.1 for a (1,) spec
+            shape = self._action_space.shape or ()
+            if action.shape != shape and action.size == 1 == math.prod(shape):
+                action = action.reshape(shape)  # 0.1 for a (1,) spec; no other reshape
             action = action[None]
         return self._timestep(self._steps.step(action))
 
     def observation_spec(self) -> Any:
         """A ``BoundedArray`` (an ``Array`` where unbounded, as the Control Suite's); for a
         Dict observation an ``OrderedDict`` of them by key (in the env's order, each named by
-        its key), for a Tuple one a tuple."""
+        its key), for a Tuple one a tuple. A Control Suite env with ``flat_observation=True``
+        gives dm_control's ``OrderedDict(observations=Array)``."""
+        if self._flat_key is not None:
+            return collections.OrderedDict(
+                [(self._flat_key, _spec(self._obs_space, self._flat_key, self._lead))])
         return _spec(self._obs_space, "observation", self._lead, self._obs_keys)
 
     def action_spec(self) -> specs.BoundedArray:
@@ -104,14 +118,38 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
 
     def single_observation_spec(self) -> Any:
         """The observation spec of one env (a ``DiscreteArray`` for toy text's states)."""
+        if self._flat_key is not None:
+            return collections.OrderedDict(
+                [(self._flat_key, _spec(self._obs_space, self._flat_key, None))])
         return _spec(self._obs_space, "observation", None, self._obs_keys)
 
     def single_action_spec(self) -> specs.BoundedArray:
         """The action spec of one env (a ``DiscreteArray`` for discrete actions)."""
         return _spec(self._action_space, None, None)
 
+    def render(self) -> npt.NDArray[np.uint8]:
+        """The current frame (batched: one per env, batch-first) of an environment made with
+        ``render_mode="rgb_array"``: ``pool.render()``, at the pool's render size and camera
+        (for the Control Suite dm_control's ``physics.render``; with pixel observations, the
+        observations' size and camera)."""
+        frames = self._steps.pool.render()
+        return frames if self.batched else frames[0]
+
+    def env_error(self, env_id: int = 0) -> str:
+        """The last error of env ``env_id``'s simulator, or "" (``Pool.env_error``)."""
+        return self._steps.pool.env_error(env_id)
+
     def close(self) -> None:
         self._steps.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("physics", "task"):  # dm_control's control.Environment has them
+            raise AttributeError(
+                f"{type(self).__name__} has no attribute {name!r}: aiopool's envs step in C++ "
+                "and expose no dm_control Physics or Task (no physics.named.data, "
+                "get_state/set_state or physics.render); render() gives frames, "
+                "env_error() a failed step's error (docs/environments/index.md)")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __repr__(self) -> str:
         return f"DmEnvironment({self._env_id!r}, num_envs={self.num_envs})"
@@ -124,12 +162,16 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
         elapsed = rows.info["elapsed_step"]
         if not self.batched:
             obs = rows.obs[0] if type(rows.obs) is np.ndarray else _first(rows.obs)
+            if self._flat_key is not None:
+                obs = collections.OrderedDict([(self._flat_key, obs)])
             if elapsed[0] == 0:
                 return dm_env.TimeStep(dm_env.StepType.FIRST, None, None, obs)
             terminated = bool(rows.terminated[0])
             last = terminated or bool(rows.truncated[0])
+            if last and not terminated and self._step_error is not None:
+                self._raise_step_error(int(elapsed[0]))
             return dm_env.TimeStep(dm_env.StepType.LAST if last else dm_env.StepType.MID,
-                                   rows.reward[0], _ZERO if terminated else _ONE, obs)
+                                   float(rows.reward[0]), 0.0 if terminated else 1.0, obs)
         # FIRST (0) on a reset, else MID (1), or LAST (2) where the episode ended. Array
         # operands only: a Python scalar (above all an IntEnum) sends numpy's ufuncs down a
         # slower path.
@@ -138,8 +180,26 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
         step_type *= stepped
         discount = (~rows.terminated).astype(np.float64)  # 0 where the episode terminated
         obs = rows.obs if not isinstance(rows.obs, dict) else collections.OrderedDict(rows.obs)
+        if self._flat_key is not None:
+            obs = collections.OrderedDict([(self._flat_key, obs)])
         return dm_env.TimeStep(step_type=step_type, reward=rows.reward, discount=discount,
                                observation=obs)
+
+    def _raise_step_error(self, elapsed: int) -> None:
+        """Raise the reference's exception where env 0's truncation was a failed step (not
+        the step limit; the env has ended its episode and the next step resets it, as a
+        dm_control user resets after a PhysicsError)."""
+        pool = self._steps.pool
+        if elapsed == pool.spec.max_episode_steps:
+            return
+        message = pool.env_error(0)
+        if not message:
+            return
+        import importlib
+
+        module, _, name = (self._step_error or "").partition(":")
+        error = getattr(importlib.import_module(module), name)
+        raise error(message.removeprefix(f"{name}: "))
 
 
 def _first(obs: Any) -> Any:
@@ -149,13 +209,12 @@ def _first(obs: Any) -> Any:
     return tuple(value[0] for value in obs)
 
 
-_ZERO, _ONE = np.float64(0.0), np.float64(1.0)  # the discount of one env
-
-
 def _box_spec(space: gym.spaces.Box, name: str | None, num_envs: int | None) -> specs.Array:
     lead = () if num_envs is None else (num_envs,)
-    if np.isneginf(space.low).all() and np.isposinf(space.high).all():
-        return specs.Array(lead + space.shape, space.dtype, name=name)  # as dm_control's
+    if (np.isneginf(space.low).all() and np.isposinf(space.high).all()) or (
+            name == "pixels" and space.dtype == np.uint8):
+        # as dm_control's: its state and pixels.Wrapper's frames are unbounded Arrays
+        return specs.Array(lead + space.shape, space.dtype, name=name)
     return specs.BoundedArray(lead + space.shape, space.dtype,
                               np.broadcast_to(space.low, lead + space.shape),
                               np.broadcast_to(space.high, lead + space.shape), name=name)
