@@ -159,6 +159,10 @@ class Holders:
         if held is not None and held.rows > 0 and self.on_release is not None:
             self.on_release()
 
+    def held_by(self, holder: object) -> int:
+        """Rows ``holder`` holds: batches it received and has not sent."""
+        return sum(held.rows for held in list(self._held.values()) if held.holder is holder)
+
     def held_by_others(self, parked: Collection[object]) -> dict[int, int]:
         """Rows held by holders not in ``parked``, by group: rows that may still be sent."""
         out: dict[int, int] = {}

@@ -346,7 +346,7 @@ class _Plan(NamedTuple):
     batch_size: int
     num_threads: int
     seed: int | list[int]
-    max_episode_steps: int  # for aiopool.make (0: none; Atari limits frames instead)
+    max_episode_steps: int  # for aiopool.make (-1: none; Atari limits frames instead)
     env_kwargs: dict[str, Any]
     render: dict[str, Any]  # render_mode and the renderer's kwargs, for aiopool.make
     render_env_id: int  # the env render() shows by default
@@ -521,7 +521,7 @@ def _atari_kwargs(task: _Task, config: dict[str, Any]) -> tuple[dict[str, Any], 
     # frame_skip exactly (the frames of a restart after a lost life count for neither).
     frames = min(config["max_episode_steps"] * config["frame_skip"], _INT32_MAX)
     kwargs["max_num_frames_per_episode"] = frames
-    return kwargs, 0
+    return kwargs, -1
 
 
 @functools.cache
@@ -849,7 +849,7 @@ class _EnvPool:
         may be a dict ``{"action": ..., "env_id": ...}`` as in EnvPool."""
         if isinstance(action, dict):
             action, env_id = self._unpack(action, env_id)
-        ids = self._ids if env_id is None else np.asarray(env_id).astype(np.int32).reshape(-1)
+        ids = self._as_ids(env_id)
         actions = self._actions(action)
         if len(actions) != len(ids):
             raise ValueError(f"action has shape {actions.shape}, expected ({len(ids)}, ...) — "
@@ -866,6 +866,13 @@ class _EnvPool:
         finally:
             if not self._async and sent.size:
                 self._pending.append(sent)  # sync mode: rows come back in the order sent
+
+    def _as_ids(self, env_id: npt.ArrayLike | None) -> npt.NDArray[np.int32]:
+        """``env_id`` as int32 ids (an int is one id), refused unless integers in range: a
+        bool mask or float ids cast to int32 would step other envs (EnvPool casts them)."""
+        if env_id is None:
+            return self._ids
+        return self._pool._as_ids(np.asarray(env_id).reshape(-1))
 
     def recv(self, reset: bool = False, return_info: bool = True) -> Any:
         """The next rows: in sync mode those of every env sent to since the last ``recv``, in
@@ -889,7 +896,7 @@ class _EnvPool:
         return self.recv(reset=False, return_info=True)
 
     def _reset_and_recv(self, env_id: npt.ArrayLike | None) -> Any:
-        ids = self._ids if env_id is None else np.asarray(env_id).astype(np.int32).reshape(-1)
+        ids = self._as_ids(env_id)
         self._reset_native(ids)
         if not self._async:
             self._pending.append(ids)

@@ -373,8 +373,11 @@ class Pool:
         self._last_yield = time.perf_counter_ns()
         if timeout is None:
             return await self._doorbell.wait(holder)
-        async with asyncio.timeout(timeout):
-            return await self._doorbell.wait(holder)
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._doorbell.wait(holder)
+        except TimeoutError:  # asyncio's says nothing
+            raise TimeoutError(f"no batch arrived within {timeout} s") from None
 
     async def stream(self) -> AsyncIterator[Batch]:
         """Receive batches forever; ends when the pool closes (at once if it is closed).
@@ -662,13 +665,17 @@ class Pool:
         untaken, held = self._rows_coming(parked)
         if untaken + held >= self.batch_size:
             return
-        raise NothingInFlight(self._nothing_message(untaken, held, len(parked) - 1))
+        mine = self._holders.held_by(holder) if self._holders else 0
+        raise NothingInFlight(self._nothing_message(untaken, held, len(parked) - 1, mine))
 
-    def _nothing_message(self, untaken: int, held: int, others: int) -> str:
+    def _nothing_message(self, untaken: int, held: int, others: int, mine: int = 0) -> str:
         missing = self.batch_size - untaken - held
         head = (f"recv() would wait forever: {untaken} env steps are in flight, other tasks "
                 f"hold {held} rows they may still send ({others} other receivers waiting), "
                 f"and batch_size is {self.batch_size}; ")
+        if mine:
+            head += (f"this task holds {mine} rows of batches it received and has not sent "
+                     "(send their actions first: batch.send); ")
         lost = int(getattr(self._native, "lost_envs", 0))  # the process backend's dead workers
         alive = self.num_envs - lost
         if alive < self.batch_size:
@@ -748,12 +755,7 @@ class Pool:
     def _as_actions(self, actions: npt.ArrayLike, n: int) -> npt.NDArray[Any]:
         a = np.asarray(actions)
         space = self._action_space
-        if isinstance(space, gym.spaces.Discrete):
-            if not np.issubdtype(a.dtype, np.integer):
-                raise ValueError(
-                    f"actions has dtype {a.dtype}, expected integers for {space}")
-        elif not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)):
-            raise ValueError(f"actions has dtype {a.dtype}, expected numbers for {space}")
+        check_action_dtype(a, space)
         if a.shape != (n, *self._action_shape):
             raise ValueError(
                 f"actions has shape {a.shape}, expected {(n, *self._action_shape)} — "
@@ -765,7 +767,8 @@ class Pool:
                 j = int(np.flatnonzero(too_big.any(axis=1))[0])
                 raise ValueError(f"actions[{j}] is {a[j].tolist()}, beyond {target}: out of "
                                  f"{space}")
-        return np.ascontiguousarray(a, dtype=self._action_dtype)
+        with np.errstate(over="ignore"):  # 1e40 to float32 is inf, which the env clips
+            return np.ascontiguousarray(a, dtype=self._action_dtype)
 
     def _stage_seeds(self, ids: npt.NDArray[np.int32],
                      seed: int | Sequence[int | None] | None) -> None:
@@ -776,6 +779,19 @@ class Pool:
         states = seed_states(seeds, len(ids))
         self._native.stage_seeds(np.ascontiguousarray(ids, dtype=np.int32), states,
                                  int_seeds(seeds, self._max_seed, states))
+
+
+def check_action_dtype(actions: npt.NDArray[Any], space: gym.Space[Any]) -> None:
+    """Refuse actions whose dtype the space's would change: floats where it holds integers
+    (Discrete, MultiDiscrete, MultiBinary, an integer Box: a cast would cut a sigmoid's 0.9 to
+    0), anything but numbers elsewhere. MultiBinary takes bools, as gymnasium's does."""
+    if np.dtype(space.dtype).kind in "iu":
+        if not (np.issubdtype(actions.dtype, np.integer) or (
+                actions.dtype == np.bool_ and isinstance(space, gym.spaces.MultiBinary))):
+            raise ValueError(f"actions has dtype {actions.dtype}, expected integers for {space}")
+    elif not (np.issubdtype(actions.dtype, np.floating)
+              or np.issubdtype(actions.dtype, np.integer)):
+        raise ValueError(f"actions has dtype {actions.dtype}, expected numbers for {space}")
 
 
 def _finite_or_none(timeout: float | None) -> float | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import importlib.util
 import math
@@ -30,6 +31,7 @@ from .pool import Pool
 from .spec import EnvSpec
 
 _AUTORESET_MODES = ("next_step", "same_step", "disabled")
+_AUTORESET_OF_ENUM = {"NextStep": "next_step", "SameStep": "same_step", "Disabled": "disabled"}
 # make()'s max_episode_steps as the native pool takes it: None, the registered time limit (-1
 # there); -1, none (0 there).
 _NATIVE_TIME_LIMIT = {None: -1, -1: 0}
@@ -166,7 +168,8 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
         seed: env ``i`` is seeded ``seed + i`` exactly as ``gymnasium.make(env_id).reset(
             seed=seed + i)``; None draws fresh entropy.
         autoreset: ``"next_step"`` (gymnasium 1.x and EnvPool default), ``"same_step"``
-            (final observation in ``info["final_obs"]``) or ``"disabled"``.
+            (final observation in ``info["final_obs"]``) or ``"disabled"``; or gymnasium's
+            ``AutoresetMode``.
         max_episode_steps: override gymnasium's time limit; -1: none (as ``gymnasium.make``).
         recv_spin_us: how long ``recv`` busy-polls before sleeping on the eventfd. Default:
             200 µs when ``num_threads`` leaves a core free (the default threads do), else 20
@@ -214,6 +217,13 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
                              "or -1 for no time limit (as gymnasium.make)")
         max_episode_steps = operator.index(max_episode_steps)
     check_render_mode(render_mode)
+    if isinstance(autoreset, gym.vector.AutoresetMode):  # gymnasium's enum, as make_gymnasium
+        autoreset = _AUTORESET_OF_ENUM[autoreset.value]
+    if not isinstance(env_id, str) and not callable(env_id):
+        made = (" (an env already made: pass a factory that makes one per env, such as "
+                "lambda: MyEnv(...))" if hasattr(env_id, "step") else "")
+        raise TypeError(f"env_id is {env_id!r}{made}; expected a registered id (a str) or a "
+                        "factory returning a gymnasium.Env")
     if backend not in (None, "threads", "processes"):
         raise ValueError(f"backend is {backend!r}, expected 'threads', 'processes' or None")
     if backend == "threads" and not isinstance(env_id, str):
@@ -453,6 +463,8 @@ def _config(module: ModuleType, env_id: str,
                        else " (a rendering kwarg: these envs do not render yet)")
             close = difflib.get_close_matches(name, public + rendering, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else ""
+            if family is not None and name in family.kwarg_hints:
+                hint = f" ({family.kwarg_hints[name]})"
             raise TypeError(f"{env_id} got an unexpected keyword argument {name!r}{why}{hint}; "
                             f"valid: {names}")
         kind = valid[name][0]
@@ -500,9 +512,34 @@ def _atari_rom_path(env_id: str, rom_path: str | os.PathLike[str]) -> str:
         if found is None:
             raise ValueError(f"{env_id}: ale-py has no ROM {path!r}")
         path = os.fspath(found)
+        return os.path.abspath(path)
     if not os.path.isfile(path):
         raise OSError(f"ROM file {path} does not exist")
-    return os.path.abspath(path)
+    path = os.path.abspath(path)
+    stat = os.stat(path)
+    _check_rom(env_id, path, stat.st_size, stat.st_mtime_ns)
+    return path
+
+
+@functools.cache
+def _check_rom(env_id: str, path: str, size: int, mtime_ns: int) -> None:
+    """Load a ROM file of the user's with ALE in a child process first: ALE ends the process
+    (``exit(1)``) on a file it cannot make a console of, or a ROM it has no settings for. Once
+    per file (and its size and time)."""
+    import subprocess
+    import sys
+
+    code = "import sys, ale_py; ale_py.ALEInterface().loadROM(sys.argv[1])"
+    try:
+        run = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True,
+                             timeout=120)
+    except subprocess.TimeoutExpired:
+        raise ValueError(f"{env_id}: ALE did not load the ROM {path} within 120 s") from None
+    if run.returncode != 0:
+        said = [line.strip() for line in run.stderr.splitlines()
+                if line.strip() and not line.startswith(("A.L.E:", "[Powered"))]
+        raise ValueError(f"{env_id}: ALE cannot load {path} as a ROM (it would end the "
+                         f"process): {' '.join(said[-3:]) or f'exit {run.returncode}'}")
 
 
 def _mujoco_model_path(env_id: str, xml_file: str | os.PathLike[str]) -> str:

@@ -343,6 +343,8 @@ def test_bad_input_is_refused_and_nothing_is_lost(cartpole: GymnasiumVectorEnv) 
     envs = cartpole
     with pytest.raises(RuntimeError, match=r"step\(\) before reset\(\)"):
         envs.step(np.zeros(NUM_ENVS, dtype=np.int64))
+    with pytest.raises(ValueError, match=r"the first reset\(\) resets every env"):
+        envs.reset(options={"reset_mask": np.eye(NUM_ENVS, dtype=bool)[0]})  # zeros elsewhere
     obs, _ = envs.reset(seed=0)
     with pytest.raises(ValueError, match=r"shape \(3,\), expected \(4,\)"):
         envs.step(np.zeros(3, dtype=np.int64))
@@ -443,6 +445,8 @@ def test_spaces_render_close_and_construction_errors() -> None:
         make_gymnasium("CartPole-v9", 2)
     with pytest.raises(TypeError, match="unexpected keyword argument 'gravity'"):
         make_gymnasium("CartPole-v1", 2, gravity=1.0)
+    with pytest.raises(TypeError, match="vectorization_mode is gymnasium.make_vec's"):
+        make_gymnasium("CartPole-v1", 2, vectorization_mode="sync")
 
 
 def test_spec_get_attr_set_attr_and_call_as_sync_vector_env() -> None:
@@ -465,6 +469,13 @@ def test_spec_get_attr_set_attr_and_call_as_sync_vector_env() -> None:
         with pytest.raises(NotImplementedError, match="pass the env's constructor kwargs"):
             ours.set_attr("gravity", 3.0)
         ours.step(np.zeros(NUM_ENVS, dtype=np.int64))  # still usable
+    # Each env's spec has the registration's kwargs, under the caller's, as gymnasium's.
+    for kwargs in ({}, {"natural": True}):
+        theirs = gym.make_vec("Blackjack-v1", 2, vectorization_mode="sync", **kwargs)
+        with closing(theirs), closing(make_gymnasium("Blackjack-v1", 2, **kwargs)) as envs:
+            registered = theirs.get_attr("spec")[0].kwargs
+            assert envs.get_attr("spec")[0].kwargs == registered == {
+                "sab": True, "natural": False, **kwargs}
 
 
 def _permuted(batch: aiopool.Batch, rows: list[int]) -> aiopool.Batch:

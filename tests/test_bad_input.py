@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from helpers import CountingEnv, Ledger, counting
@@ -19,7 +21,7 @@ def test_make_rejects_unknown_ids_kwargs_and_sizes() -> None:
                                         "sutton_barto_reward"):
         aiopool.make("CartPole-v1", gravity=3.0)
     with pytest.raises(TypeError, match="expected a bool"):
-        aiopool.make("CartPole-v1", sutton_barto_reward=1)
+        aiopool.make("CartPole-v1", sutton_barto_reward=2)
     with pytest.raises(ValueError, match="batch_size"):
         aiopool.make("CartPole-v1", num_envs=2, batch_size=3)
     with pytest.raises(ValueError, match="num_envs"):
@@ -28,6 +30,18 @@ def test_make_rejects_unknown_ids_kwargs_and_sizes() -> None:
         aiopool.make("CartPole-v1", autoreset="sometimes")
     with pytest.raises(ValueError, match="seed"):
         aiopool.make("CartPole-v1", seed=-1)
+
+
+def test_an_env_id_that_is_neither_an_id_nor_a_factory_says_so() -> None:
+    import gymnasium as gym
+
+    for env_id in (None, b"CartPole-v1", 3):
+        with pytest.raises(TypeError, match="expected a registered id .* or a factory"):
+            aiopool.make(env_id)  # type: ignore[arg-type]
+    env = gym.make("CartPole-v1")
+    with pytest.raises(TypeError, match="an env already made: pass a factory"):
+        aiopool.make(env)  # type: ignore[arg-type]
+    env.close()
 
 
 def test_bad_sends_leave_the_pool_usable() -> None:
@@ -74,6 +88,42 @@ def test_bad_sends_leave_the_pool_usable() -> None:
         assert draw != CountingEnv().reset(seed=7)[1]["draw"]
 
 
+def test_a_batch_is_sent_once() -> None:
+    """A loop that keeps last round's batch and sends it again would step its envs on
+    observations they have left, once they are idle again (the pool alone cannot tell); a
+    batch's second send, or its send after release(), is refused, and the pool goes on."""
+    with counting(num_envs=8, batch_size=4, num_actions=5) as pool:
+        pool.async_reset()
+        first, second = pool.recv_blocking(timeout=5), pool.recv_blocking(timeout=5)
+        first.send(np.ones(4, dtype=np.int64))
+        again = pool.recv_blocking(timeout=5)  # first's envs, idle again
+        assert sorted(again.env_id.tolist()) == sorted(first.env_id.tolist())
+        with pytest.raises(ValueError, match=r"was already sent.*pool\.send\(actions, batch"):
+            first.send(np.zeros(4, dtype=np.int64))
+        second.release()
+        with pytest.raises(ValueError, match="was released"):
+            second.send(np.zeros(4, dtype=np.int64))
+        again.send(np.zeros(4, dtype=np.int64))  # the pool goes on
+        pool.send(np.zeros(4, dtype=np.int64), second.env_id)
+        got = sorted(pool.recv_blocking(timeout=5).env_id.tolist()
+                     + pool.recv_blocking(timeout=5).env_id.tolist())
+        assert got == list(range(8))
+
+
+@pytest.mark.asyncio
+async def test_nothing_in_flight_names_the_rows_the_task_itself_holds() -> None:
+    """A loop that receives again before sending what it holds: the error says so."""
+    with counting(num_envs=4, batch_size=2, num_actions=5) as pool:
+        pool.async_reset()
+        held = [await pool.recv(timeout=5), await pool.recv(timeout=5)]
+        with pytest.raises(aiopool.NothingInFlight, match=r"this task holds 4 rows of batches "
+                                                          r"it received and has not sent"):
+            await pool.recv(timeout=5)
+        for batch in held:
+            batch.send(np.zeros(2, dtype=np.int64))
+        assert len(await pool.recv(timeout=5)) == 2
+
+
 def test_continuous_actions_must_not_be_nan() -> None:
     with aiopool.make("Pendulum-v1", num_envs=2) as pool:
         pool.async_reset()
@@ -86,6 +136,11 @@ def test_continuous_actions_must_not_be_nan() -> None:
         batch = pool.recv_blocking(timeout=5)
         assert np.all(np.isfinite(batch.obs))
         pool.send(np.array([[np.inf], [-np.inf]], dtype=np.float32))  # clipped alike
+        batch = pool.recv_blocking(timeout=5)
+        assert np.all(np.isfinite(batch.obs))
+        with warnings.catch_warnings():  # beyond float32: inf, clipped, and no numpy warning
+            warnings.simplefilter("error")
+            pool.send(np.array([[1e40], [-1e40]]))
         batch = pool.recv_blocking(timeout=5)
         assert np.all(np.isfinite(batch.obs))
 

@@ -406,7 +406,7 @@ async def test_recv_timeout_try_recv_and_nothing_in_flight() -> None:
         for b in got:
             b.send(np.zeros(2, np.int64))
         start = time.monotonic()
-        with pytest.raises(TimeoutError):
+        with pytest.raises(TimeoutError, match=r"no batch arrived within 0\.02 s"):
             await pool.recv(timeout=0.02)
         assert time.monotonic() - start < 0.5  # not the 1 s step
         assert len(await pool.recv(timeout=30)) == 2

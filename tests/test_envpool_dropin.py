@@ -621,6 +621,24 @@ def test_refusals_say_what_and_why(task_id: str, kwargs: dict[str, Any],
         ours.make(task_id, env_type="gymnasium", **kwargs)
 
 
+@pytest.mark.parametrize("env_id", [np.array([True, False]), np.array([0.5, 1.7]),
+                                    np.array([2**32 + 3]), np.array([-1])],
+                         ids=["bool-mask", "floats", "beyond-int32", "negative"])
+def test_env_ids_other_than_ints_in_range_are_refused(env_id: np.ndarray) -> None:
+    """A done-mask or float ids passed as env_id were cast to int32 and stepped other envs
+    (EnvPool garbles them too); an int is one id, as in EnvPool."""
+    env = ours.make("CartPole-v1", env_type="gymnasium", num_envs=4)
+    env.async_reset()
+    env.recv()
+    with pytest.raises(ValueError, match="env_ids (has shape|contains)"):
+        env.send(np.zeros(len(env_id), np.int64), env_id)
+    with pytest.raises(ValueError, match="env_ids (has shape|contains)"):
+        env.reset(env_id)
+    env.send(np.zeros(1, np.int64), 2)  # the pool goes on
+    assert env.recv()[4]["env_id"].tolist() == [2]
+    env.close()
+
+
 def test_the_native_option_behind_episodic_life_needs_life_loss_info() -> None:
     with pytest.raises(ValueError, match="soft_reset_on_life_loss needs life_loss_info=True"):
         aiopool.make("Breakout-v5", soft_reset_on_life_loss=True)

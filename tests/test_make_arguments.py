@@ -199,3 +199,22 @@ def test_recv_spins_longer_where_a_core_is_left_free_for_it() -> None:
         with aiopool.make("CartPole-v1", num_envs=max(4, cores), num_threads=threads,
                           recv_spin_us=5) as pool:
             assert pool._spin_ns == 5_000
+
+
+def test_a_rom_path_ale_cannot_load_is_an_error_not_an_exit(tmp_path: object) -> None:
+    """ALE ends the process (exit 1, no exception, no ``finally``) on a file it cannot make a
+    console of; ``make`` loads a user's ROM file in a child process first and raises."""
+    from pathlib import Path
+
+    bad = Path(str(tmp_path)) / "garbage.bin"
+    bad.write_text("<xml>not a ROM</xml>")
+    with pytest.raises(ValueError, match=r"ALE cannot load .*garbage\.bin as a ROM.*Unrecognized "
+                                         r"cartridge"):
+        aiopool.make("Pong-v5", rom_path=str(bad))
+    from ale_py import roms
+
+    good = Path(str(tmp_path)) / "pong.bin"
+    good.write_bytes(Path(roms.get_rom_path("pong")).read_bytes())
+    with aiopool.make("Pong-v5", rom_path=str(good)) as pool:
+        pool.async_reset(seed=0)
+        assert pool.recv_blocking(timeout=30).obs.shape == (1, 4, 84, 84)

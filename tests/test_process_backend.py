@@ -226,6 +226,56 @@ async def test_dict_observations_and_multidiscrete_actions() -> None:
         pool.send(np.array([[2, 4]]), idle)  # the pool is still usable
 
 
+class Echo(gym.Env[Any, Any]):
+    """Observes the action it was given (as float32), for any action space."""
+
+    def __init__(self, space: gym.Space[Any]) -> None:
+        self.action_space = space
+        self.observation_space = gym.spaces.Box(-9, 9, (3,), dtype=np.float32)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action: Any) -> Any:
+        return np.asarray(action, dtype=np.float32), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("space", [gym.spaces.MultiBinary(3), gym.spaces.MultiDiscrete([3] * 3),
+                                   gym.spaces.Box(0, 5, (3,), dtype=np.int64)],
+                         ids=["MultiBinary", "MultiDiscrete", "int-Box"])
+def test_integer_action_spaces_refuse_floats(space: gym.Space[Any]) -> None:
+    """Floats for an integer action space are refused, as for Discrete (they were cut to ints:
+    a sigmoid's 0.9 stepped as 0); MultiBinary takes bools."""
+    with aiopool.make(functools.partial(Echo, space), num_envs=2, num_workers=1) as pool:
+        pool.async_reset()
+        pool.recv_blocking(timeout=10)
+        with pytest.raises(ValueError, match=r"actions has dtype float64, expected integers"):
+            pool.send(np.full((2, 3), 0.9))
+        good = np.array([[True, False, True]] * 2) if isinstance(
+            space, gym.spaces.MultiBinary) else np.array([[1, 0, 2]] * 2)
+        pool.send(good)
+        assert np.array_equal(pool.recv_blocking(timeout=10).obs, good.astype(np.float32))
+
+
+def test_an_id_registered_in_this_process_runs_in_the_workers() -> None:
+    """``gym.register`` in the caller's process (or ale-py's ``ALE/`` ids after
+    ``gym.register_envs``): the workers, fresh interpreters, get the registration itself (they
+    were given the id, unknown there: "Environment ParentOnly doesn't exist")."""
+    gym.register("ParentOnly-v0", entry_point=CountingEnv, max_episode_steps=3,
+                 kwargs={"episode_length": 100})
+    try:
+        with aiopool.make("ParentOnly-v0", num_envs=2, num_workers=1) as pool:
+            assert pool.spec.max_episode_steps == 3
+            pool.async_reset()
+            pool.recv_blocking(timeout=10)
+            for _ in range(3):
+                pool.send(np.zeros(2, dtype=np.int64))
+                batch = pool.recv_blocking(timeout=10)
+            assert batch.truncated.all()  # the registration's time limit
+    finally:
+        gym.registry.pop("ParentOnly-v0")
+
+
 @pytest.mark.asyncio
 async def test_an_env_that_raises_reaches_the_consumer_and_the_pool_goes_on() -> None:
     with aiopool.make(Flaky, num_envs=2, batch_size=2, num_workers=2, fail_at=3,

@@ -22,7 +22,7 @@ async def test_recv_timeout_raises_and_the_batch_still_arrives() -> None:
         await pool.recv()
         pool.send(np.zeros(2, dtype=np.int64))
         start = time.monotonic()
-        with pytest.raises(TimeoutError):
+        with pytest.raises(TimeoutError, match=r"no batch arrived within 0\.02 s"):
             await pool.recv(timeout=0.02)
         assert time.monotonic() - start < 0.09
         batch = await pool.recv(timeout=5)

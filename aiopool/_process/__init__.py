@@ -97,7 +97,9 @@ def make_process(env: str | Callable[[], gym.Env[Any, Any]], num_envs: int, batc
             kwargs["render_mode"] = render_mode
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = max_episode_steps
-        factory = functools.partial(gym.make, env, **kwargs)
+        # The registration itself, not the id: the workers are fresh interpreters, where an
+        # id the caller registered (gym.register, ale-py's ALE/ ids) is not known.
+        factory = functools.partial(gym.make, gym.spec(env), **kwargs)
     else:
         if max_episode_steps is not None:
             raise TypeError("max_episode_steps applies to registered ids; wrap your factory's "

@@ -180,7 +180,8 @@ class Lockstep:
         """
         ids = self._ids if env_ids is None else env_ids
         if seed is not None and not isinstance(seed, int | np.integer):
-            if isinstance(seed, str) or len(seed) != self.num_envs:
+            if not hasattr(seed, "__len__") or isinstance(seed, str) or (
+                    len(seed) != self.num_envs):  # a float, a str, a list of another length
                 raise ValueError(f"seed is {seed!r}, expected None, an int or a list of "
                                  f"{self.num_envs} ints or Nones (one per env)")
             seed = [seed[i] for i in ids.tolist()]

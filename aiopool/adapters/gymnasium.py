@@ -99,10 +99,13 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
                             max_episode_steps=steps,
                             kwargs={**make_kwargs, "num_envs": num_envs, "seed": seed,
                                     "autoreset_mode": mode, "copy": copy})
+        # Each env's spec has the registration's kwargs under the caller's, as gymnasium.make
+        # gives its env (Blackjack-v1's sab and natural).
         self._single_spec = EnvSpec(spec_id, entry_point="aiopool:make",
                                     reward_threshold=threshold,
                                     nondeterministic=nondeterministic, max_episode_steps=steps,
-                                    kwargs=dict(make_kwargs))
+                                    kwargs={**(ref.kwargs if ref is not None else {}),
+                                            **make_kwargs})
         # gymnasium's Env.np_random_seed of each env: the seed of its last seeded reset.
         self._env_seeds: list[int | None] = [
             None if seed is None else seed + i for i in range(num_envs)]
@@ -139,6 +142,10 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         options = dict(options or {})
         if "reset_mask" in options:
             ids = np.flatnonzero(self._check_mask(options.pop("reset_mask"))).astype(np.int32)
+            if not self._steps.ever_reset and len(ids) < self.num_envs:
+                raise ValueError("options['reset_mask'] resets some envs of a vector env "
+                                 "already reset; the first reset() resets every env (no "
+                                 "reset_mask, or an all-True one)")
         if options:
             raise ValueError(f"reset options {sorted(options)} are not supported: aiopool's "
                              "native envs take no reset options (only reset_mask is understood)")
@@ -335,5 +342,10 @@ def make_gymnasium(env_id: str | Callable[[], Any], num_envs: int = 1, *, seed: 
         >>> # envs = gymnasium.make_vec("CartPole-v1", 8, vectorization_mode="sync")
         >>> envs = aiopool.make_gymnasium("CartPole-v1", 8)
     """
+    for name in ("vectorization_mode", "vector_kwargs", "wrappers"):
+        if name in make_kwargs:
+            raise TypeError(f"{name} is gymnasium.make_vec's: make_gymnasium makes one vector "
+                            "env over aiopool's pool, which takes no vectorization mode; wrap "
+                            "it in gymnasium's vector wrappers (gymnasium.wrappers.vector)")
     return GymnasiumVectorEnv(env_id, num_envs, seed=seed, autoreset_mode=autoreset_mode,
                               num_threads=num_threads, copy=copy, **make_kwargs)

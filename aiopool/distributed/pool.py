@@ -51,7 +51,7 @@ from ray.exceptions import ActorDiedError, RayActorError, RayTaskError
 from .._holders import Holders, call_soon_weakly, current_holder, weak_call
 from ..batch import Batch
 from ..errors import NothingInFlight, PoolClosed
-from ..pool import per_env_seeds
+from ..pool import check_action_dtype, per_env_seeds
 from ..spec import EnvSpec
 from ._host import Op
 from .errors import ActorDied
@@ -395,13 +395,15 @@ class RemotePool:
             else:
                 async with asyncio.timeout(timeout):
                     item = await fut
-        except BaseException:
+        except BaseException as e:
             if fut.done() and not fut.cancelled():
                 if not isinstance(fut.result(), NothingInFlight | PoolClosed):
                     self._give_back(fut.result())
             else:
                 with contextlib.suppress(ValueError):
                     self._waiters.remove(fut)
+            if isinstance(e, TimeoutError):  # asyncio's says nothing
+                raise TimeoutError(f"no batch arrived within {timeout} s") from None
             raise
         finally:
             self._waiter_holder.pop(fut, None)
@@ -923,11 +925,7 @@ class RemotePool:
     def _as_actions(self, actions: npt.ArrayLike, n: int) -> npt.NDArray[Any]:
         a = np.asarray(actions)
         space = self._action_space
-        if isinstance(space, gym.spaces.Discrete):
-            if not np.issubdtype(a.dtype, np.integer):
-                raise ValueError(f"actions has dtype {a.dtype}, expected integers for {space}")
-        elif not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)):
-            raise ValueError(f"actions has dtype {a.dtype}, expected numbers for {space}")
+        check_action_dtype(a, space)
         if a.shape != (n, *self._action_shape):
             raise ValueError(
                 f"actions has shape {a.shape}, expected {(n, *self._action_shape)} — "
@@ -945,7 +943,8 @@ class RemotePool:
                 raise ValueError(f"actions[{j}] contains nan; this env's actions must not be NaN "
                                  "(out-of-range values and inf are clipped as the reference env "
                                  "clips them)")
-        return np.ascontiguousarray(a, dtype=self._action_dtype)
+        with np.errstate(over="ignore"):  # 1e40 to float32 is inf, which the env clips
+            return np.ascontiguousarray(a, dtype=self._action_dtype)
 
     def _owner(self, env_id: int) -> int:
         return int(np.searchsorted(self._offsets, env_id, side="right")) - 1
