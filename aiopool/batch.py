@@ -46,7 +46,7 @@ class Batch:
         >>> batch.send(policy(batch.obs))        # the same as pool.send(actions, batch.env_id)
     """
 
-    __slots__ = ("_done", "_fields", "_handle", "_info", "_names", "_pool", "_token", "env_id",
+    __slots__ = ("_fields", "_handle", "_info", "_names", "_pool", "_sent", "_token", "env_id",
                  "obs", "reward", "terminated", "truncated")
 
     def __init__(self, arrays: tuple[Any, ...], names: tuple[str, ...],
@@ -59,7 +59,7 @@ class Batch:
         self._info: dict[str, Any] | None = None
         self._pool = pool
         self._token = 0  # while handed out and not sent: the pool's count of held rows
-        self._done = ""  # "sent" or "released": its send() is refused from then on
+        self._sent = False  # its send() is refused from then on
 
     def fields(self) -> tuple[npt.NDArray[Any], ...]:
         """Every field of the batch, in the native layout's order (see ``Pool.field_names``)."""
@@ -93,23 +93,22 @@ class Batch:
     def send(self, actions: npt.ArrayLike) -> None:
         """Send one action per row to the envs of this batch: ``pool.send(actions, env_id)``.
 
-        Once per batch: a second send, or one after ``release()``, raises ``ValueError`` (it
-        would step the envs on observations they have left; the envs may be idle again by
-        then, so the pool alone could not tell).
+        Once per batch: a second send raises ``ValueError`` (it would step the envs on
+        observations they have left; the envs may be idle again by then, so the pool alone
+        could not tell). A released batch may still be sent, once.
         """
-        if self._done:
-            what = ("already sent: its envs' next results come in a later batch" if
-                    self._done == "sent" else
-                    "released: release() said that its actions would not be sent")
-            raise ValueError(f"this batch (env_id {self.env_id.tolist()}) was {what}; "
-                             "pool.send(actions, batch.env_id) sends to its envs again")
         pool = self._pool()
         if pool is None:
             from .errors import PoolClosed
 
             raise PoolClosed("the pool of this batch no longer exists")
+        if self._sent:
+            pool._check_open()  # a closed pool says so first, as for any send
+            raise ValueError(f"this batch (env_id {self.env_id.tolist()}) was already sent: its "
+                             "envs' next results come in a later batch; pool.send(actions, "
+                             "batch.env_id) sends to its envs again")
         pool._send_batch(actions, self)
-        self._done = "sent"
+        self._sent = True
 
     def _moved(self) -> Batch:
         """The same rows in a new Batch object, handed to nobody: a batch given back by a
@@ -120,7 +119,7 @@ class Batch:
             self.obs, self.reward, self.terminated, self.truncated)
         new.env_id, new._handle, new._fields, new._info = (
             self.env_id, self._handle, self._fields, self._info)
-        new._names, new._pool, new._token, new._done = self._names, self._pool, 0, ""
+        new._names, new._pool, new._token, new._sent = self._names, self._pool, 0, False
         return new
 
     def release(self) -> None:
@@ -128,10 +127,8 @@ class Batch:
 
         Receivers of other tasks then stop waiting for these envs: one that no other batch
         can serve gets ``NothingInFlight`` instead of waiting. Dropping the batch does the
-        same. The envs stay idle; ``pool.send`` to them later is fine (this batch's ``send``
-        is refused).
+        same. The envs stay idle; ``pool.send`` to them later is fine.
         """
-        self._done = self._done or "released"
         if self._token:
             token, self._token = self._token, 0
             pool = self._pool()

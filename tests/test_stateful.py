@@ -146,7 +146,7 @@ def configs(draw: st.DrawFn) -> Config:
         num_threads=draw(st.sampled_from([1, 2])),
         autoreset=draw(st.sampled_from(["next_step", "same_step", "disabled"])),
         episode_length=draw(st.sampled_from([1, 2, 3, 5, 1000])),
-        max_episode_steps=draw(st.sampled_from([None, 0, 2, 4])),
+        max_episode_steps=draw(st.sampled_from([None, -1, 2, 4])),
         num_actions=draw(st.sampled_from([1, 5, 1000, 2**62])),
         step_ns=draw(st.sampled_from([0, 20_000, 300_000])),
         jitter_ns=draw(st.sampled_from([0, 50_000])),
@@ -251,7 +251,7 @@ class EnvModel:
         terminated = self.elapsed >= cfg.episode_length
         self.length += 1
         self.ret += reward
-        limit = cfg.max_episode_steps or 0  # Counting-v0 registers no time limit
+        limit = max(cfg.max_episode_steps or 0, 0)  # none: Counting-v0 registers no limit; -1
         truncated = limit > 0 and self.elapsed >= limit
         ended = terminated or truncated
         if ended and cfg.autoreset == "same_step":
@@ -550,6 +550,7 @@ class PoolMachine(RuleBasedStateMachine):
         self.actors_made = 0
         self.eager = False  # settle parked receivers as soon as they end (in a crowd)
         self.kept: deque[Kept] = deque(maxlen=KEEP)
+        self.batch_sent: set[int] = set()  # ids of kept batches sent: a batch is sent once
         self.log: list[str] = []
         self.closed = False
         self.maybe_given_back = False  # a cancelled receiver may have pushed a batch back
@@ -943,14 +944,16 @@ class PoolMachine(RuleBasedStateMachine):
             self.note("send: skipped, no env can take an action")
             return
         actions = self.actions_for(ids, vals)
-        source = next((k.batch for k in reversed(self.kept) if k.batch is not None and all(
-            self.envs[i].sendable and self.free(self.envs[i])
-            for i in k.batch.env_id.tolist())), None)
+        source = next((k.batch for k in reversed(self.kept) if k.batch is not None
+                       and id(k.batch) not in self.batch_sent and all(
+                           self.envs[i].sendable and self.free(self.envs[i])
+                           for i in k.batch.env_id.tolist())), None)
         if form == "batch.send" and source is not None:
             ids = source.env_id.tolist()
             actions = self.actions_for(ids, vals)
             self.note(f"batch.send({actions}) to env_id={ids}")
             source.send(np.array(actions, dtype=np.int64))
+            self.batch_sent.add(id(source))  # kept: its id is no other batch's meanwhile
         elif form == "all" and len(ids) == self.c.num_envs:
             self.note(f"send({actions})")
             self.p.send(np.array(actions, dtype=np.int64))
