@@ -32,11 +32,15 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     """``make_dm`` / ``make_sb3`` import dm-env / stable-baselines3 (and torch) on first use."""
+    from ._deps import require
+
     if name == "make_dm":
+        require("aiopool.make_dm", "dm", ("dm_env", "dm-env>=1.6"))
         from .adapters.dm_env import make_dm
 
         return make_dm
     if name == "make_sb3":
+        require("aiopool.make_sb3", "sb3", ("stable_baselines3", "stable-baselines3>=2.3"))
         from .adapters.sb3 import make_sb3
 
         return make_sb3

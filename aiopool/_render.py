@@ -242,8 +242,17 @@ def python_renderer(env_id: str, kwargs: dict[str, Any]) -> Renderer:
     """The renderer of a ``renders="python"`` family's env: gymnasium's env of ``env_id``,
     made with ``kwargs`` (its constructor and rendering kwargs) and ``render_mode="rgb_array"``,
     draws each frame."""
+    import gymnasium as gym
+
     headless_defaults()
-    env = _reference(env_id, kwargs)
+    try:
+        env = _reference(env_id, kwargs)
+    except gym.error.DependencyNotInstalled as e:  # Box2D's drawing code without box2d
+        from ._deps import install_hint
+
+        raise ImportError(install_hint(f"Rendering {env_id} (gymnasium's drawing code)",
+                                       "render", "pygame-ce>=2.1.3", "box2d==2.3.10")
+                          + f"; gymnasium says: {e}") from e
     if hasattr(env, "mujoco_renderer"):
         return MujocoRenderer(env)
     return StateRenderer(env_id, env)

@@ -145,3 +145,53 @@ async def test_each_flush_publishes_its_own_short_batch() -> None:
         assert first.env_id.tolist() == [0] and first.reward.tolist() == [5.0]
         assert sorted(second.env_id.tolist()) == [1, 2]
         assert sorted(second.reward.tolist()) == [6.0, 7.0]
+
+
+_WITHOUT = """
+import sys
+
+blocked = set(sys.argv[1].split(","))
+
+
+class Block:  # these packages are not installed, as far as this process can tell
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in blocked:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+sys.meta_path.insert(0, Block())
+import aiopool
+
+for what in sys.argv[2:]:
+    try:
+        if what.startswith("aiopool."):
+            exec(f"import {what}")
+        elif what.startswith("render:"):
+            aiopool.make(what[len("render:"):], render_mode="rgb_array")
+        else:
+            getattr(aiopool, what)
+        print("no error:", what)
+    except ImportError as e:
+        print(e)
+"""
+
+
+@pytest.mark.parametrize(("blocked", "what", "says"), [
+    ("dm_env", "make_dm", 'aiopool.make_dm needs dm-env>=1.6: pip install "dm-env>=1.6"'),
+    ("stable_baselines3", "make_sb3", "aiopool.make_sb3 needs stable-baselines3>=2.3"),
+    ("grpc", "aiopool.inference.kserve", "aiopool.inference.kserve needs grpcio>=1.67, "
+                                         "protobuf>=5.27"),
+    ("mlserver", "aiopool.inference.mlserver_runtime", "needs mlserver==1.7.1"),
+    ("Box2D", "render:LunarLander-v3", "Rendering LunarLander-v3 (gymnasium's drawing code) "
+                                      "needs pygame-ce>=2.1.3, box2d==2.3.10"),
+])
+def test_a_missing_optional_dependency_says_what_to_install(blocked: str, what: str,
+                                                            says: str) -> None:
+    """A feature whose packages are not installed names them and aiopool's extra (it was a bare
+    ``No module named ...``, or gymnasium's advice for its own extras)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _WITHOUT, blocked, what], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    assert says in out and "extra" in out, out

@@ -8,9 +8,9 @@ aiopool's own ``PolicyRuntime``) as one ``ModelInfer`` call and returns the acti
         async for batch in pool.stream():
             batch.send(await policy(batch.obs))
 
-It depends on ``grpcio`` and ``protobuf`` only (``pip install "aiopool[kserve]"``); its
-messages live in a private descriptor pool (``_v2_proto``), so it loads next to ``mlserver`` or
-``tritonclient`` in one process.
+It depends on ``grpcio`` and ``protobuf`` only (``pip install grpcio protobuf``: aiopool's
+``kserve`` extra); its messages live in a private descriptor pool (``_v2_proto``), so it loads
+next to ``mlserver`` or ``tritonclient`` in one process.
 
 Wire forms:
 
@@ -35,11 +35,18 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Final
 
-import grpc  # type: ignore[import-untyped]
 import numpy as np
 import numpy.typing as npt
 
-from . import _v2_proto as v2
+from .._deps import install_hint
+
+try:
+    import grpc  # type: ignore[import-untyped]
+
+    from . import _v2_proto as v2
+except ImportError as e:
+    raise ImportError(install_hint("aiopool.inference.kserve", "kserve", "grpcio>=1.67",
+                                   "protobuf>=5.27")) from e
 
 __all__ = ["InferenceServerError", "InferenceServerTimeout", "KServePolicy"]
 

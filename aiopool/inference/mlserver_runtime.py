@@ -13,7 +13,8 @@
 
 The forward runs in a worker thread of the model's own (one-thread) executor, so the server's
 event loop keeps serving while it runs, and a policy that is not thread-safe is never called
-twice at once. ``pip install "aiopool[mlserver]"``; start with ``mlserver start <folder>``.
+twice at once. ``pip install mlserver==1.7.1`` (aiopool's ``mlserver`` extra); start with
+``mlserver start <folder>``.
 
 Inputs it reads: one tensor, as raw_input_contents (any V2 client), as typed contents (REST
 JSON, or gRPC without raw) or in aiopool's packed form (one BYTES element with the shape and
@@ -64,16 +65,23 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-from mlserver import MLModel  # type: ignore[import-untyped]
-from mlserver.errors import InferenceError, MLServerError  # type: ignore[import-untyped]
-from mlserver.logging import logger  # type: ignore[import-untyped]
-from mlserver.types import (  # type: ignore[import-untyped]
-    InferenceRequest,
-    InferenceResponse,
-    Parameters,
-    RequestInput,
-    ResponseOutput,
-)
+
+from .._deps import install_hint
+
+try:
+    from mlserver import MLModel  # type: ignore[import-untyped]
+    from mlserver.errors import InferenceError, MLServerError  # type: ignore[import-untyped]
+    from mlserver.logging import logger  # type: ignore[import-untyped]
+    from mlserver.types import (  # type: ignore[import-untyped]
+        InferenceRequest,
+        InferenceResponse,
+        Parameters,
+        RequestInput,
+        ResponseOutput,
+    )
+except ImportError as e:
+    raise ImportError(install_hint("aiopool.inference.mlserver_runtime", "mlserver",
+                                   "mlserver==1.7.1")) from e
 
 from . import _v2_proto as v2
 

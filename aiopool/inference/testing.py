@@ -241,7 +241,7 @@ def mlserver_process(models: Mapping[str, Mapping[str, Any]], *, ready_timeout: 
     python = python or sys.executable
     if python == sys.executable and importlib.util.find_spec("mlserver") is None:
         raise RuntimeError("mlserver is not installed in this environment; "
-                           "pip install 'aiopool[mlserver]'")
+                           "pip install mlserver==1.7.1 (aiopool's mlserver extra)")
     with contextlib.ExitStack() as stack:
         if directory is None:
             directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="aiopool-mls-"))
