@@ -10,6 +10,8 @@ import math
 import numbers
 import operator
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any, cast
@@ -229,6 +231,15 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
     if backend == "threads" and not isinstance(env_id, str):
         raise ValueError("backend='threads' runs aiopool's native envs only; a factory runs in "
                          "worker processes (backend='processes')")
+    if isinstance(env_id, str) and (alias := _reference_alias(env_id)) is not None:
+        family, native_id = alias
+        if backend != "processes":
+            raise ValueError(
+                f"{env_id!r} is {family.reference_module}'s own gymnasium env; aiopool's native "
+                f"{family.title} env of it is {native_id!r} (its semantics and defaults: "
+                f"docs/environments/index.md, {family.title}). backend='processes' runs "
+                f"{env_id!r} itself in worker processes")
+        gym.register_envs(importlib.import_module(family.reference_module or ""))
     if backend is None:
         backend = "threads" if isinstance(env_id, str) and _is_native(env_id) else "processes"
     if backend == "processes":
@@ -311,6 +322,17 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
                                      render_kwargs)
     return Pool(native, spec, seed=seed, autoreset=autoreset, recv_spin_us=recv_spin_us,
                 renderer=renderer)
+
+
+def _reference_alias(env_id: str) -> tuple[NativeFamily, str] | None:
+    """The family and native id of a reference's own id of a native env ("ALE/Pong-v5")."""
+    for family in FAMILIES:
+        prefix = family.reference_prefix
+        if prefix and env_id.startswith(prefix):
+            native_id = env_id.removeprefix(prefix)
+            if native_id in family.ids or family.matches(native_id):
+                return family, native_id
+    return None
 
 
 def _is_native(env_id: str) -> bool:
@@ -526,9 +548,6 @@ def _check_rom(env_id: str, path: str, size: int, mtime_ns: int) -> None:
     """Load a ROM file of the user's with ALE in a child process first: ALE ends the process
     (``exit(1)``) on a file it cannot make a console of, or a ROM it has no settings for. Once
     per file (and its size and time)."""
-    import subprocess
-    import sys
-
     code = "import sys, ale_py; ale_py.ALEInterface().loadROM(sys.argv[1])"
     try:
         run = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True,

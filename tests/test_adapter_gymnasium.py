@@ -721,3 +721,28 @@ def test_make_gymnasium_passes_a_process_envs_info_keys_to_the_pool() -> None:
         np.testing.assert_array_equal(info["draw"], ref_info["draw"])
         assert info["draw"].dtype == np.float64
         reference.close()
+
+
+def test_same_step_final_obs_only_where_an_atari_game_was_reset() -> None:
+    """``life_loss_info=True`` in ``SameStep`` mode: a lost life is ``terminated`` but nothing is
+    reset, so it has no ``final_obs`` / ``final_info`` (they were marked set, and zeros:
+    ``final_info["lives"] == 0`` read as a game over); a game over has them."""
+    envs = make_gymnasium("Breakout-v5", 1, seed=0, num_threads=1, life_loss_info=True,
+                          autoreset_mode="SameStep")
+    envs.reset()
+    rng = np.random.default_rng(0)
+    lives = []
+    with closing(envs):
+        for _ in range(3000):
+            action = rng.integers(0, 4, 1)
+            action[rng.random(1) < 0.3] = 1
+            _, _, terminated, truncated, info = envs.step(action)
+            if not (terminated[0] or truncated[0]):
+                continue
+            if "_final_obs" in info and info["_final_obs"][0]:  # a game over: reset
+                assert info["final_info"]["lives"][0] == 0
+                assert info["final_info"]["episode_frame_number"][0] > 0
+                assert info["final_obs"][0].any()
+                break
+            lives.append(int(info["lives"][0]))  # a lost life: the game goes on
+    assert lives == [4, 3, 2, 1]

@@ -245,6 +245,34 @@ def test_atari_episodes_report_game_scores_and_the_family_info() -> None:
         assert lives == 0  # a game over, not a lost life
 
 
+def test_a_lost_life_with_life_loss_info_is_done_but_no_episode() -> None:
+    """``life_loss_info=True``: a lost life is done (SB3's EpisodicLifeEnv says so too) but the
+    game goes on: its terminal observation is the row's own, its info the real one (lives left,
+    frame numbers), and no ``episode`` is logged until the game is over (SB3's Monitor sits
+    below EpisodicLifeEnv). They were zeros, and every life an episode of return 0."""
+    env = make_sb3("Breakout-v5", 1, seed=0, num_threads=1, life_loss_info=True)
+    obs = env.reset()
+    rng = np.random.default_rng(0)
+    lost, games = [], []
+    for _ in range(3000):
+        action = rng.integers(0, 4, 1)
+        action[rng.random(1) < 0.3] = 1  # FIRE now and then: the ball comes back
+        obs, _, done, infos = env.step(action)
+        if done[0]:
+            info = infos[0]
+            if info["lives"] > 0:
+                assert "episode" not in info
+                assert np.array_equal(info["terminal_observation"], obs[0])
+                assert info["episode_frame_number"] > 0
+                lost.append(info["lives"])
+            else:
+                assert info["episode"]["l"] > 0 and info["terminal_observation"].any()
+                games.append(info["episode"])
+                break
+    env.close()
+    assert lost == [4, 3, 2, 1] and len(games) == 1, (lost, games)
+
+
 @pytest.mark.parametrize("env_id", ["HalfCheetah-v5", "Humanoid-v5"])
 def test_mujoco_family_infos_match_dummy_vec_env(env_id: str) -> None:
     """The family's info keys per env, as DummyVecEnv's (the terminal step's where an episode

@@ -218,3 +218,20 @@ def test_a_rom_path_ale_cannot_load_is_an_error_not_an_exit(tmp_path: object) ->
     with aiopool.make("Pong-v5", rom_path=str(good)) as pool:
         pool.async_reset(seed=0)
         assert pool.recv_blocking(timeout=30).obs.shape == (1, 4, 84, 84)
+
+
+def test_ale_py_s_own_id_names_the_native_one() -> None:
+    """``ALE/Breakout-v5`` is ale-py's gymnasium env (raw frames, sticky actions); once ale_py
+    was imported (aiopool imports it for its ROMs) it ran silently in worker processes, before
+    that it was an unknown id. It now names the native ``Breakout-v5``, whatever was
+    imported, and ``backend="processes"`` runs ale-py's env itself."""
+    with pytest.raises(ValueError, match=r"'ALE/Breakout-v5' is ale_py's own gymnasium env; "
+                                         r"aiopool's native Atari env of it is 'Breakout-v5'"):
+        aiopool.make("ALE/Breakout-v5", num_envs=1)
+    with pytest.raises(ValueError, match="native Atari env of it is 'Breakout-v5'"):
+        aiopool.make_gymnasium("ALE/Breakout-v5", 1)
+    with aiopool.make("ALE/Breakout-v5", num_envs=1, backend="processes") as pool:
+        assert pool.backend == "processes"
+        assert pool.single_observation_space.shape == (210, 160, 3)
+    with pytest.raises(ValueError, match="unknown env id 'ALE/Nonsense-v9'"):
+        aiopool.make("ALE/Nonsense-v9")

@@ -73,6 +73,11 @@ class NativeFamily:
         dm_flat_key: the key under which the reference's dm_env gives a ``flat_observation``
             (dm_control's ``OrderedDict(observations=...)``); ``make_dm`` wraps the pool's one
             array in it.
+        reference_prefix: the prefix of the reference's own ids for the same envs (ale-py's
+            ``"ALE/"``): ``make("ALE/Breakout-v5")`` names the native ``Breakout-v5`` instead of
+            running the reference's env in worker processes unasked (``backend="processes"``
+            runs it, registered by importing ``reference_module``).
+        reference_module: the module whose import registers the reference's ids.
         dm_step_error: ``"module:Class"`` of the exception the reference's dm_env raises where
             a step fails (dm_control's ``PhysicsError``); the pool ends that env's episode
             instead (``pool.env_error``), and an unbatched ``make_dm`` raises it after the step.
@@ -97,6 +102,8 @@ class NativeFamily:
     kwarg_hints: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     dm_flat_key: str | None = None
     dm_step_error: str | None = None
+    reference_prefix: str | None = None
+    reference_module: str | None = None
 
     def matches(self, env_id: str) -> bool:
         """Whether ``env_id`` matches this family's pattern (its listed ids aside)."""
@@ -222,7 +229,7 @@ MUJOCO = NativeFamily(
 ATARI = NativeFamily(
     name="atari", title="Atari", module="_atari",
     pattern=r"[A-Z][A-Za-z0-9]*-v5",  # gymnasium's ALE/<Game>-v5 without "ALE/"
-    renders="native",
+    renders="native", reference_prefix="ALE/", reference_module="ale_py",
     not_built="this aiopool was built without ALE (-DAIOPOOL_WITH_ALE=OFF, or the build could "
               "not fetch the ale-py 0.12.1 sdist; its log says why). Reinstall with access to "
               "PyPI, or pass an unpacked sdist: pip install -e . "

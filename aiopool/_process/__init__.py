@@ -13,6 +13,7 @@ Spaces: ``Box``, ``Discrete``, ``MultiDiscrete`` and ``MultiBinary`` observation
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -98,8 +99,14 @@ def make_process(env: str | Callable[[], gym.Env[Any, Any]], num_envs: int, batc
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = max_episode_steps
         # The registration itself, not the id: the workers are fresh interpreters, where an
-        # id the caller registered (gym.register, ale-py's ALE/ ids) is not known.
-        factory = functools.partial(gym.make, gym.spec(env), **kwargs)
+        # id the caller registered (gym.register, ale-py's ALE/ ids) is not known. An id
+        # gymnasium resolves itself ("module:Env-v0", an unversioned one) goes as it came.
+        module, colon, name = env.rpartition(":")
+        if colon:
+            importlib.import_module(module)  # what gymnasium.make would import, to register
+        registered = gym.registry.get(name)
+        factory = functools.partial(gym.make, registered if registered is not None else env,
+                                    **kwargs)
     else:
         if max_episode_steps is not None:
             raise TypeError("max_episode_steps applies to registered ids; wrap your factory's "
@@ -115,7 +122,8 @@ def make_process(env: str | Callable[[], gym.Env[Any, Any]], num_envs: int, batc
     try:
         obs_space, act_space = probe.observation_space, probe.action_space
         env_spec = getattr(probe, "spec", None)
-        fps = float((getattr(probe, "metadata", None) or {}).get("render_fps") or 30.0)
+        declared_fps = float((getattr(probe, "metadata", None) or {}).get("render_fps") or 0.0)
+        fps = declared_fps or 30.0
         if render_mode is not None and getattr(probe, "render_mode", None) != render_mode:
             raise ValueError(f"render_mode={render_mode!r}: the factory's env has render_mode="
                              f"{getattr(probe, 'render_mode', None)!r}; make it with "
@@ -142,7 +150,8 @@ def make_process(env: str | Callable[[], gym.Env[Any, Any]], num_envs: int, batc
                    max_episode_steps=int(limit or 0),
                    info=tuple(InfoField(f.name, np.dtype(f.dtype), f.shape) for f in plan.info),
                    config={**getattr(env, "keywords", {}), **env_kwargs},
-                   renders=render_mode is not None, render_mode=render_mode)
+                   renders=render_mode is not None, render_mode=render_mode,
+                   render_fps=declared_fps)
     try:
         return ProcessPool(native, spec, seed=seed, autoreset=autoreset,
                            recv_spin_us=recv_spin_us,

@@ -41,10 +41,22 @@ Seeds = int | Sequence[int | None] | None
 def render_metadata(pool: Pool) -> dict[str, Any]:
     """What an env's ``metadata`` says of rendering, as gymnasium's env of that id says it:
     the render modes, and where the env renders, the videos' frame rate."""
-    if not pool.spec.renders:
-        return {"render_modes": []}
-    fps = pool.render_fps  # an int where gymnasium's is one (every id it registers)
-    return {"render_modes": ["rgb_array"], "render_fps": int(fps) if fps.is_integer() else fps}
+    out: dict[str, Any] = {"render_modes": ["rgb_array"] if pool.spec.renders else []}
+    if pool.spec.renders or pool.spec.render_fps:  # the env's (a Python env's without a mode)
+        fps = pool.render_fps  # an int where gymnasium's is one (every id it registers)
+        out["render_fps"] = int(fps) if fps.is_integer() else fps
+    return out
+
+
+def episode_ended(terminated: npt.NDArray[np.bool_], truncated: npt.NDArray[np.bool_],
+                  final_info: Mapping[str, Any] | None) -> npt.NDArray[np.bool_]:
+    """Rows whose episode ended (and, with ``same_step``, was reset): terminated or truncated,
+    less a lost Atari life with ``life_loss_info`` (terminated, but the game goes on: nothing
+    is reset, there is no final row, and its ``final_info["elapsed_step"]`` is 0)."""
+    ended = terminated | truncated
+    if final_info is not None and "elapsed_step" in final_info:
+        ended &= final_info["elapsed_step"] > 0
+    return ended
 
 
 def optional_info_keys(fields: Iterable[InfoField],

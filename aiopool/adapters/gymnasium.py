@@ -23,7 +23,16 @@ from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, create_empty_array
 
-from . import Lockstep, Rows, Seeds, obs_map, optional_info_keys, refuse_autoreset, render_metadata
+from . import (
+    Lockstep,
+    Rows,
+    Seeds,
+    episode_ended,
+    obs_map,
+    optional_info_keys,
+    refuse_autoreset,
+    render_metadata,
+)
 
 __all__ = ["GymnasiumVectorEnv", "make_gymnasium"]
 
@@ -143,9 +152,8 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         if "reset_mask" in options:
             ids = np.flatnonzero(self._check_mask(options.pop("reset_mask"))).astype(np.int32)
             if not self._steps.ever_reset and len(ids) < self.num_envs:
-                raise ValueError("options['reset_mask'] resets some envs of a vector env "
-                                 "already reset; the first reset() resets every env (no "
-                                 "reset_mask, or an all-True one)")
+                raise ValueError("options['reset_mask'] before the first reset(): the first "
+                                 "reset() resets every env (no reset_mask, or an all-True one)")
         if options:
             raise ValueError(f"reset options {sorted(options)} are not supported: aiopool's "
                              "native envs take no reset options (only reset_mask is understood)")
@@ -266,7 +274,8 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
                                                _spread(mask, rows.env_id, n))
         if final_obs is not None or final_info is not None:
             ended = np.zeros(n, dtype=np.bool_)
-            ended[rows.env_id] = rows.terminated | rows.truncated
+            ended[rows.env_id] = episode_ended(rows.terminated, rows.truncated,
+                                                 final_info)
             if final_obs is not None and ended.any():
                 objects = np.full(n, None, dtype=object)
                 for row, i in enumerate(rows.env_id.tolist()):

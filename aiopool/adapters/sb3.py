@@ -38,7 +38,14 @@ from stable_baselines3.common.vec_env.base_vec_env import (  # type: ignore[impo
     VecEnvStepReturn,
 )
 
-from . import Lockstep, obs_map, optional_info_keys, refuse_autoreset, render_metadata
+from . import (
+    Lockstep,
+    episode_ended,
+    obs_map,
+    optional_info_keys,
+    refuse_autoreset,
+    render_metadata,
+)
 
 __all__ = ["Sb3VecEnv", "make_sb3"]
 
@@ -110,7 +117,13 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
         if final is not None:
             elapsed = round(time.time() - self._t_start, 6)
             returns = final.get("episode_score", info["episode_return"])
-            for i in np.flatnonzero(done).tolist():
+            ended = episode_ended(rows.terminated, rows.truncated, final)
+            for i in np.flatnonzero(done & ~ended).tolist():
+                # A lost Atari life (life_loss_info): done, as SB3's EpisodicLifeEnv says, but
+                # the game goes on, so no episode ended: the terminal observation is the row's.
+                infos[i]["terminal_observation"] = obs_map(functools.partial(_row, i),
+                                                           [rows.obs])
+            for i in np.flatnonzero(ended).tolist():
                 env_info = infos[i]
                 for k in self._family:  # the ended episode's value where the pool keeps one
                     if k in self._optional and k in final and not final[self._optional[k]][i]:
