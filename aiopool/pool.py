@@ -782,13 +782,22 @@ class Pool:
 
 
 def check_action_dtype(actions: npt.NDArray[Any], space: gym.Space[Any]) -> None:
-    """Refuse actions whose dtype the space's would change: floats where it holds integers
-    (Discrete, MultiDiscrete, MultiBinary, an integer Box: a cast would cut a sigmoid's 0.9 to
-    0), anything but numbers elsewhere. MultiBinary takes bools, as gymnasium's does."""
+    """Refuse actions that the space's dtype would change: where it holds integers, floats
+    for Discrete, and fractional floats for MultiDiscrete, MultiBinary and an integer Box (a
+    cast would cut a sigmoid's 0.9 to 0; SB3's MultiBinary policies give float 0.0 / 1.0,
+    which gymnasium's spaces take); anything but numbers elsewhere. MultiBinary takes bools."""
     if np.dtype(space.dtype).kind in "iu":
-        if not (np.issubdtype(actions.dtype, np.integer) or (
-                actions.dtype == np.bool_ and isinstance(space, gym.spaces.MultiBinary))):
-            raise ValueError(f"actions has dtype {actions.dtype}, expected integers for {space}")
+        if np.issubdtype(actions.dtype, np.integer) or (
+                actions.dtype == np.bool_ and isinstance(space, gym.spaces.MultiBinary)):
+            return
+        if np.issubdtype(actions.dtype, np.floating) and not isinstance(
+                space, gym.spaces.Discrete):
+            fractional = ~np.isfinite(actions) | (actions != np.trunc(actions))
+            if not fractional.any():
+                return
+            raise ValueError(f"actions holds {actions[fractional].flat[0].item()!r}, not a whole "
+                             f"number: {space} takes integers")
+        raise ValueError(f"actions has dtype {actions.dtype}, expected integers for {space}")
     elif not (np.issubdtype(actions.dtype, np.floating)
               or np.issubdtype(actions.dtype, np.integer)):
         raise ValueError(f"actions has dtype {actions.dtype}, expected numbers for {space}")

@@ -314,12 +314,20 @@ def test_control_suite_pixels_spec_is_pixels_wrapper_s_and_no_physics() -> None:
     ref.close()
 
 
-def test_one_env_reshapes_only_a_one_number_action() -> None:
-    """dm_control refuses an action of another shape; a (2, 3) action for walker's (6,) was
-    reshaped and stepped."""
+def test_one_env_takes_the_action_shapes_dm_control_takes() -> None:
+    """dm_control copies an action into the spec's shape: a policy's (1, 6) steps walker's (6,),
+    a (2, 3) or (6, 1) one is refused (the (2, 3) was reshaped and stepped)."""
+    from dm_control import suite
+
+    ref = suite.load("walker", "walk", task_kwargs={"random": 0})
+    ref.reset()
     with make_dm("dmc/walker-walk", seed=0) as env:
         env.reset()
         for bad in (np.zeros((2, 3)), np.zeros((6, 1))):
-            with pytest.raises(ValueError, match="shape"):
+            with pytest.raises(ValueError, match=r"action has shape .*, expected \(6,\)"):
                 env.step(bad)
-        assert env.step(np.zeros(6)).mid()
+            with pytest.raises(ValueError):
+                ref.step(bad)
+        ours, theirs = env.step(np.full((1, 6), 0.3)), ref.step(np.full((1, 6), 0.3))
+        assert ours.mid() and ours.reward == theirs.reward
+    ref.close()

@@ -244,17 +244,31 @@ class Echo(gym.Env[Any, Any]):
                                    gym.spaces.Box(0, 5, (3,), dtype=np.int64)],
                          ids=["MultiBinary", "MultiDiscrete", "int-Box"])
 def test_integer_action_spaces_refuse_floats(space: gym.Space[Any]) -> None:
-    """Floats for an integer action space are refused, as for Discrete (they were cut to ints:
-    a sigmoid's 0.9 stepped as 0); MultiBinary takes bools."""
+    """Fractional floats for an integer action space are refused (they were cut to ints: a
+    sigmoid's 0.9 stepped as 0); whole-number floats are taken (SB3's MultiBinary policies
+    give float32 0.0 / 1.0, which gymnasium's spaces take), MultiBinary takes bools."""
     with aiopool.make(functools.partial(Echo, space), num_envs=2, num_workers=1) as pool:
         pool.async_reset()
         pool.recv_blocking(timeout=10)
-        with pytest.raises(ValueError, match=r"actions has dtype float64, expected integers"):
+        with pytest.raises(ValueError, match=r"actions holds 0\.9, not a whole number"):
             pool.send(np.full((2, 3), 0.9))
+        with pytest.raises(ValueError, match=r"actions holds nan, not a whole number"):
+            pool.send(np.full((2, 3), np.nan))
         good = np.array([[True, False, True]] * 2) if isinstance(
             space, gym.spaces.MultiBinary) else np.array([[1, 0, 2]] * 2)
-        pool.send(good)
-        assert np.array_equal(pool.recv_blocking(timeout=10).obs, good.astype(np.float32))
+        for actions in (good, good.astype(np.float32)):
+            pool.send(actions)
+            assert np.array_equal(pool.recv_blocking(timeout=10).obs, good.astype(np.float32))
+
+
+def _truncates_at_the_registered_limit(pool: aiopool.Pool, limit: int) -> None:
+    """The pool's envs (2 Counting envs of long episodes) are cut at the registration's limit."""
+    assert pool.spec.max_episode_steps == limit
+    pool.async_reset()
+    pool.recv_blocking(timeout=10)
+    for step in range(1, limit + 1):
+        pool.send(np.zeros(2, dtype=np.int64))
+        assert pool.recv_blocking(timeout=10).truncated.all() == (step == limit)
 
 
 def test_an_id_registered_in_this_process_runs_in_the_workers() -> None:
@@ -265,15 +279,32 @@ def test_an_id_registered_in_this_process_runs_in_the_workers() -> None:
                  kwargs={"episode_length": 100})
     try:
         with aiopool.make("ParentOnly-v0", num_envs=2, num_workers=1) as pool:
-            assert pool.spec.max_episode_steps == 3
-            pool.async_reset()
-            pool.recv_blocking(timeout=10)
-            for _ in range(3):
-                pool.send(np.zeros(2, dtype=np.int64))
-                batch = pool.recv_blocking(timeout=10)
-            assert batch.truncated.all()  # the registration's time limit
+            _truncates_at_the_registered_limit(pool, 3)
     finally:
         gym.registry.pop("ParentOnly-v0")
+
+
+def test_a_module_colon_id_registers_as_gymnasium_make_does(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``"module:Env-v0"``: gymnasium.make imports the module (which registers the id) first;
+    so does the process backend, here and in its workers."""
+    (tmp_path / "aiopool_test_colon_mod.py").write_text(textwrap.dedent("""
+        import gymnasium as gym
+        from helpers import CountingEnv
+
+        gym.register("ColonEnv-v0", entry_point=CountingEnv, max_episode_steps=2,
+                     kwargs={"episode_length": 100})
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(tmp_path), os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]))
+    try:
+        with aiopool.make("aiopool_test_colon_mod:ColonEnv-v0", num_envs=2, num_workers=1,
+                          backend="processes") as pool:
+            _truncates_at_the_registered_limit(pool, 2)
+    finally:
+        gym.registry.pop("ColonEnv-v0", None)
+        sys.modules.pop("aiopool_test_colon_mod", None)
 
 
 @pytest.mark.asyncio

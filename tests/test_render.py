@@ -96,22 +96,26 @@ def test_mujoco_renders_gymnasiums_default_frame_size_and_takes_its_rendering_kw
                      camera_name="track")
 
 
-@pytest.mark.parametrize("env_id", ["CartPole-v1", "FrozenLake-v1", "Blackjack-v1",
-                                    "LunarLander-v3", "CarRacing-v3", "Hopper-v5"])
+@pytest.mark.parametrize(("env_id", "backend"), [
+    ("CartPole-v1", None), ("FrozenLake-v1", None), ("Blackjack-v1", None),
+    ("LunarLander-v3", None), ("CarRacing-v3", None), ("Hopper-v5", None),
+    ("Ant-v4", "processes"), ("CartPole-v1", "processes")])
 @pytest.mark.parametrize("render_mode", [None, "rgb_array"])
 def test_gymnasium_adapter_metadata_has_the_reference_frame_rate(
-        env_id: str, render_mode: str | None) -> None:
+        env_id: str, backend: str | None, render_mode: str | None) -> None:
     """``metadata["render_fps"]`` is gymnasium's (an int) with or without a render mode, as in
-    gymnasium's env, which declares it on its class (it was 30.0 without one)."""
+    gymnasium's env, which declares it on its class (it was 30.0 without one, and missing for
+    the process backend's envs)."""
     from aiopool.adapters.gymnasium import make_gymnasium
 
     ref = gym.make_vec(env_id, num_envs=1, vectorization_mode="sync", render_mode=render_mode)
-    with closing(ref), closing(make_gymnasium(env_id, num_envs=1,
-                                              render_mode=render_mode)) as ours:
+    with closing(ref), closing(make_gymnasium(env_id, num_envs=1, render_mode=render_mode,
+                                              backend=backend)) as ours:
         fps = ours.metadata["render_fps"]
         assert fps == ref.metadata["render_fps"] and type(fps) is type(
             ref.metadata["render_fps"]) is int
-        assert ours.metadata["render_modes"] == ["rgb_array"]
+        if backend is None or render_mode is not None:
+            assert ours.metadata["render_modes"] == ["rgb_array"]
 
 
 @pytest.mark.parametrize("backend", ["threads", "processes"])

@@ -330,6 +330,7 @@ class Kept:
     who: str
     originals: dict[str, Array]
     copies: dict[str, Array] = field(default_factory=dict)
+    sent: bool = False  # by batch.send: a batch is sent once
 
     def __post_init__(self) -> None:
         self.copies = {k: np.array(v, copy=True) for k, v in self.originals.items()}
@@ -550,7 +551,6 @@ class PoolMachine(RuleBasedStateMachine):
         self.actors_made = 0
         self.eager = False  # settle parked receivers as soon as they end (in a crowd)
         self.kept: deque[Kept] = deque(maxlen=KEEP)
-        self.batch_sent: set[int] = set()  # ids of kept batches sent: a batch is sent once
         self.log: list[str] = []
         self.closed = False
         self.maybe_given_back = False  # a cancelled receiver may have pushed a batch back
@@ -944,16 +944,15 @@ class PoolMachine(RuleBasedStateMachine):
             self.note("send: skipped, no env can take an action")
             return
         actions = self.actions_for(ids, vals)
-        source = next((k.batch for k in reversed(self.kept) if k.batch is not None
-                       and id(k.batch) not in self.batch_sent and all(
-                           self.envs[i].sendable and self.free(self.envs[i])
-                           for i in k.batch.env_id.tolist())), None)
-        if form == "batch.send" and source is not None:
-            ids = source.env_id.tolist()
+        kept = next((k for k in reversed(self.kept) if k.batch is not None and not k.sent
+                     and all(self.envs[i].sendable and self.free(self.envs[i])
+                             for i in k.batch.env_id.tolist())), None)
+        if form == "batch.send" and kept is not None and kept.batch is not None:
+            ids = kept.batch.env_id.tolist()
             actions = self.actions_for(ids, vals)
             self.note(f"batch.send({actions}) to env_id={ids}")
-            source.send(np.array(actions, dtype=np.int64))
-            self.batch_sent.add(id(source))  # kept: its id is no other batch's meanwhile
+            kept.batch.send(np.array(actions, dtype=np.int64))
+            kept.sent = True
         elif form == "all" and len(ids) == self.c.num_envs:
             self.note(f"send({actions})")
             self.p.send(np.array(actions, dtype=np.int64))

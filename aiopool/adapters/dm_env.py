@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import collections
+import importlib
 import math
 from typing import Any
 
@@ -90,8 +91,16 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
         if not self.batched:
             action = np.asarray(action)
             shape = self._action_space.shape or ()
-            if action.shape != shape and action.size == 1 == math.prod(shape):
-                action = action.reshape(shape)  # 0.1 for a (1,) spec; no other reshape
+            if action.shape != shape:
+                # dm_control copies the action into the spec's shape: leading 1s go (a
+                # policy's (1, n) for (n,)), and one number fills a (1,) spec; nothing else.
+                squeezed = action.reshape(action.shape[next(
+                    (k for k, d in enumerate(action.shape) if d != 1), action.ndim):])
+                if squeezed.shape == shape or (squeezed.size == 1 == math.prod(shape)):
+                    action = squeezed.reshape(shape)
+                else:
+                    raise ValueError(f"action has shape {action.shape}, expected "
+                                     f"{shape} (action_spec().shape)")
             action = action[None]
         return self._timestep(self._steps.step(action))
 
@@ -195,11 +204,15 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
         message = pool.env_error(0)
         if not message:
             return
-        import importlib
-
-        module, _, name = (self._step_error or "").partition(":")
-        error = getattr(importlib.import_module(module), name)
-        raise error(message.removeprefix(f"{name}: "))
+        # The message names the reference's exception: dm_control's PhysicsError, or MuJoCo's
+        # own error (mju_error; mujoco.FatalError in dm_control too).
+        own_module, _, own_name = (self._step_error or "").partition(":")
+        for prefix, module, name in ((f"{own_name}: ", own_module, own_name),
+                                     ("mujoco.FatalError: ", "mujoco", "FatalError")):
+            if message.startswith(prefix):
+                error = getattr(importlib.import_module(module), name)
+                raise error(message.removeprefix(prefix))
+        raise RuntimeError(message)
 
 
 def _first(obs: Any) -> Any:

@@ -8,7 +8,7 @@ imports it.
 try:
     import ray as _ray  # noqa: F401
 except ImportError as e:  # pragma: no cover - depends on the install
-    raise ImportError('aiopool.distributed needs Ray: pip install "ray>=2.60" (or aiopool\'s '
+    raise ImportError("aiopool.distributed needs Ray: pip install ray==2.60.0 (or aiopool's "
                       'ray extra: pip install -e ".[ray]" in aiopool\'s checkout)') from e
 
 from .errors import ActorDied

@@ -44,7 +44,9 @@ try:
     import grpc  # type: ignore[import-untyped]
 
     from . import _v2_proto as v2
-except ImportError as e:
+except ModuleNotFoundError as e:
+    if (e.name or "").partition(".")[0] not in ("grpc", "google"):  # another module's
+        raise
     raise ImportError(install_hint("aiopool.inference.kserve", "kserve", "grpcio>=1.67",
                                    "protobuf>=5.27")) from e
 

@@ -79,7 +79,9 @@ try:
         RequestInput,
         ResponseOutput,
     )
-except ImportError as e:
+except ModuleNotFoundError as e:
+    if (e.name or "").partition(".")[0] != "mlserver":  # another module's (its dependencies')
+        raise
     raise ImportError(install_hint("aiopool.inference.mlserver_runtime", "mlserver",
                                    "mlserver==1.7.1")) from e
 
