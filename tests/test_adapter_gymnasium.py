@@ -142,8 +142,11 @@ def test_matches_sync_vector_env_step_by_step(env_id: str | Callable[[], gym.Env
                 if "final_obs" in info:
                     _same(info_ref["_final_obs"], info["_final_obs"], f"step {t} _final_obs")
                     for i in np.flatnonzero(ended):
-                        _same(info_ref["final_obs"][i], info["final_obs"][i],
-                              f"step {t} final_obs[{i}]")
+                        ref_obs, our_obs = info_ref["final_obs"][i], info["final_obs"][i]
+                        _same(ref_obs, our_obs, f"step {t} final_obs[{i}]")
+                        # as the env gave it: a Python int for toy text's states
+                        assert [type(x) for x in np.atleast_1d(np.array(ref_obs, object))] == [
+                            type(x) for x in np.atleast_1d(np.array(our_obs, object))], t
             mask = None
             if mode is AutoresetMode.DISABLED and ended.any():
                 mask = ended

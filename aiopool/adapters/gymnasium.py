@@ -310,12 +310,17 @@ def _autoreset_mode(value: str | AutoresetMode) -> AutoresetMode:
 
 def _row_of(obs: Any, row: int) -> Any:
     """One env's observation in a batch's obs: an array row, or for Dict / Tuple spaces (the
-    process backend's dict / tuple of arrays) the dict / tuple of that row, as the env gave."""
+    process backend's dict / tuple of arrays) the dict / tuple of that row, as the env gave; a
+    Discrete part is a Python int, as toy text's envs give it (numpy's scalar otherwise)."""
     if isinstance(obs, dict):
-        return {key: value[row] for key, value in obs.items()}
+        return {key: _item(value[row]) for key, value in obs.items()}
     if isinstance(obs, tuple):
-        return tuple(value[row] for value in obs)
-    return obs[row]
+        return tuple(_item(value[row]) for value in obs)
+    return _item(obs[row])
+
+
+def _item(value: Any) -> Any:
+    return value.item() if isinstance(value, np.integer) else value
 
 
 def _spread(value: Array, env_id: npt.NDArray[np.int32], n: int) -> Array:
