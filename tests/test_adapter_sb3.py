@@ -295,3 +295,26 @@ def test_mujoco_family_infos_match_dummy_vec_env(env_id: str) -> None:
                 assert type(b["mujoco_warning"]) is bool
                 assert ("episode" in b) == bool(done[i]) == ("terminal_observation" in b)
         assert ended >= 2 * NUM_ENVS
+
+
+def test_atari_action_meanings_are_ale_py_s() -> None:
+    """``env_method("get_action_meanings")`` / ``call(...)``: ale-py's names of the action set
+    (SB3's and CleanRL's Atari code asks for them; the C++ envs have no Python method)."""
+    from ale_py import AtariEnv
+
+    from aiopool.adapters.gymnasium import make_gymnasium
+
+    for kwargs in ({}, {"full_action_space": True}):
+        ref = AtariEnv("breakout", **kwargs)
+        want = ref.get_action_meanings()
+        ref.close()
+        venv = make_sb3("Breakout-v5", 2, **kwargs)
+        assert venv.env_method("get_action_meanings") == [want, want]
+        assert venv.env_method("get_action_meanings", indices=[1]) == [want]
+        venv.close()
+        envs = make_gymnasium("Breakout-v5", 2, **kwargs)
+        assert envs.call("get_action_meanings") == (want, want)
+        envs.close()
+    assert len(want) == 18
+    with pytest.raises(NotImplementedError, match="no Python methods"):
+        make_sb3("CartPole-v1", 1).env_method("get_action_meanings")

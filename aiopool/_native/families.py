@@ -78,6 +78,9 @@ class NativeFamily:
             running the reference's env in worker processes unasked (``backend="processes"``
             runs it, registered by importing ``reference_module``).
         reference_module: the module whose import registers the reference's ids.
+        env_methods: methods of the reference's env, without arguments, that the adapters'
+            ``call`` / ``env_method`` answer for a pool's envs (all alike): ``name(env_id,
+            config)`` gives the value (Atari's ``get_action_meanings``).
         dm_step_error: ``"module:Class"`` of the exception the reference's dm_env raises where
             a step fails (dm_control's ``PhysicsError``); the pool ends that env's episode
             instead (``pool.env_error``), and an unbatched ``make_dm`` raises it after the step.
@@ -104,6 +107,8 @@ class NativeFamily:
     dm_step_error: str | None = None
     reference_prefix: str | None = None
     reference_module: str | None = None
+    env_methods: dict[str, Callable[[str, dict[str, Any]], Any]] = field(
+        default_factory=dict, hash=False, compare=False)
 
     def matches(self, env_id: str) -> bool:
         """Whether ``env_id`` matches this family's pattern (its listed ids aside)."""
@@ -226,10 +231,24 @@ MUJOCO = NativeFamily(
     render_settings=_mujoco_render_settings, own_kwargs=frozenset({"obs_type", "frame_stack"}))
 
 
+def _atari_action_meanings(env_id: str, config: dict[str, Any]) -> list[str]:
+    """ale-py's ``AtariEnv.get_action_meanings()``: the names of the env's action set (the
+    game's minimal set, or all 18 with ``full_action_space``), from ALE's own ROM settings."""
+    import ale_py
+
+    ale = ale_py.ALEInterface()
+    ale.setLoggerMode(ale_py.LoggerMode.Error)
+    ale.loadROM(config["rom_path"])
+    actions = (ale.getLegalActionSet() if config["full_action_space"]
+               else ale.getMinimalActionSet())
+    return [action.name for action in actions]
+
+
 ATARI = NativeFamily(
     name="atari", title="Atari", module="_atari",
     pattern=r"[A-Z][A-Za-z0-9]*-v5",  # gymnasium's ALE/<Game>-v5 without "ALE/"
     renders="native", reference_prefix="ALE/", reference_module="ale_py",
+    env_methods={"get_action_meanings": _atari_action_meanings},
     not_built="this aiopool was built without ALE (-DAIOPOOL_WITH_ALE=OFF, or the build could "
               "not fetch the ale-py 0.12.1 sdist; its log says why). Reinstall with access to "
               "PyPI, or pass an unpacked sdist: pip install -e . "

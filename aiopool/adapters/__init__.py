@@ -21,6 +21,7 @@ rare calls whose rows come in several batches, are copied in Python (``_rows_in_
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -30,7 +31,7 @@ import numpy.typing as npt
 from ..batch import Batch
 from ..errors import EnvError, NothingInFlight, WorkerDied
 from ..pool import Pool
-from ..registry import make, pool_size
+from ..registry import family_of, make, pool_size
 from ..spec import InfoField
 
 __all__ = ["Lockstep", "Plan", "Rows"]
@@ -46,6 +47,14 @@ def render_metadata(pool: Pool) -> dict[str, Any]:
         fps = pool.render_fps  # an int where gymnasium's is one (every id it registers)
         out["render_fps"] = int(fps) if fps.is_integer() else fps
     return out
+
+
+def reference_method(pool: Pool, name: str) -> Callable[[], Any] | None:
+    """The method ``name`` of the reference's env, without arguments, where the pool's family
+    answers it for its envs (``NativeFamily.env_methods``: Atari's ``get_action_meanings``)."""
+    family = family_of(pool.spec.id) if pool.spec.family is not None else None
+    method = None if family is None else family.env_methods.get(name)
+    return None if method is None else functools.partial(method, pool.spec.id, pool.spec.config)
 
 
 def episode_ended(terminated: npt.NDArray[np.bool_], truncated: npt.NDArray[np.bool_],

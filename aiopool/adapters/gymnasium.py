@@ -30,6 +30,7 @@ from . import (
     episode_ended,
     obs_map,
     optional_info_keys,
+    reference_method,
     refuse_autoreset,
     render_metadata,
 )
@@ -204,7 +205,12 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         return tuple(per_env[name](i) for i in range(self.num_envs))
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """As ``SyncVectorEnv.call``: the attributes ``get_attr`` knows (none is a method)."""
+        """As ``SyncVectorEnv.call``: the attributes ``get_attr`` knows, and the reference env's
+        methods the family answers (Atari's ``get_action_meanings``)."""
+        method = reference_method(self._steps.pool, name)
+        if method is not None and not (args or kwargs):
+            value = method()
+            return tuple(value for _ in range(self.num_envs))
         if args or kwargs:
             raise AttributeError(f"aiopool's {self._env_id} envs run in C++ and have no Python "
                                  f"method {name!r} to call with arguments")

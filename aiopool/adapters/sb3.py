@@ -43,6 +43,7 @@ from . import (
     episode_ended,
     obs_map,
     optional_info_keys,
+    reference_method,
     refuse_autoreset,
     render_metadata,
 )
@@ -166,6 +167,11 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
 
     def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None,
                    **method_kwargs: Any) -> list[Any]:
+        """The reference env's methods the family answers (Atari's ``get_action_meanings``)."""
+        method = reference_method(self._steps.pool, method_name)
+        if method is not None and not (method_args or method_kwargs):
+            value = method()
+            return [value for _ in self._get_indices(indices)]
         raise NotImplementedError(
             f"aiopool's envs run in C++ and have no Python methods to call ({method_name!r}); "
             "use reset/step on the VecEnv, seed() for seeds")
