@@ -221,6 +221,7 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
     check_render_mode(render_mode)
     if isinstance(autoreset, gym.vector.AutoresetMode):  # gymnasium's enum, as make_gymnasium
         autoreset = _AUTORESET_OF_ENUM[autoreset.value]
+    autoreset = _AUTORESET_OF_ENUM.get(autoreset, autoreset)  # or its value ("NextStep")
     if not isinstance(env_id, str) and not callable(env_id):
         made = (" (an env already made: pass a factory that makes one per env, such as "
                 "lambda: MyEnv(...))" if hasattr(env_id, "step") else "")
@@ -369,7 +370,9 @@ MAX_ENVS = 2**31 - 1
 def pool_size(name: str, value: Any) -> int:
     """A pool size (num_envs, ...): a positive int (numpy's integers too) up to MAX_ENVS."""
     if not _is_int(value) or not 1 <= operator.index(value) <= MAX_ENVS:
-        raise ValueError(f"{name} is {value!r}, expected a positive int (at most {MAX_ENVS})")
+        default = "" if name == "num_envs" else "; None for the default, as ale-py's 0"
+        raise ValueError(f"{name} is {value!r}, expected a positive int (at most {MAX_ENVS})"
+                         f"{default}")
     return operator.index(value)
 
 

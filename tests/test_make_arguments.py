@@ -235,3 +235,16 @@ def test_ale_py_s_own_id_names_the_native_one() -> None:
         assert pool.single_observation_space.shape == (210, 160, 3)
     with pytest.raises(ValueError, match="unknown env id 'ALE/Nonsense-v9'"):
         aiopool.make("ALE/Nonsense-v9")
+
+
+def test_ale_py_s_vector_env_arguments_say_what_to_pass() -> None:
+    """What an ``AtariVectorEnv`` user passes: 0 for default sizes, thread pinning, the
+    continuous mode, gymnasium's autoreset values."""
+    with pytest.raises(ValueError, match=r"num_threads is 0.*None for the default"):
+        aiopool.make("Pong-v5", num_threads=0)
+    with pytest.raises(TypeError, match=r"'thread_affinity_offset' \(aiopool does not pin"):
+        aiopool.make("Pong-v5", thread_affinity_offset=-1)
+    with pytest.raises(TypeError, match=r"'continuous' \(ale-py's continuous action mode is not"):
+        aiopool.make("Pong-v5", continuous=False)
+    with aiopool.make("CartPole-v1", autoreset="SameStep") as pool:
+        assert pool.autoreset == "same_step"

@@ -249,6 +249,12 @@ ATARI = NativeFamily(
     pattern=r"[A-Z][A-Za-z0-9]*-v5",  # gymnasium's ALE/<Game>-v5 without "ALE/"
     renders="native", reference_prefix="ALE/", reference_module="ale_py",
     env_methods={"get_action_meanings": _atari_action_meanings},
+    kwarg_hints={
+        "thread_affinity_offset": "aiopool does not pin its worker threads",
+        "continuous": "ale-py's continuous action mode is not supported",
+        "continuous_action_threshold": "ale-py's continuous action mode is not supported",
+        "obs_type": "observations are ale-py's AtariVectorEnv's: grayscale=False for RGB; "
+                    "no RAM observations"},
     not_built="this aiopool was built without ALE (-DAIOPOOL_WITH_ALE=OFF, or the build could "
               "not fetch the ale-py 0.12.1 sdist; its log says why). Reinstall with access to "
               "PyPI, or pass an unpacked sdist: pip install -e . "
