@@ -760,13 +760,6 @@ class Pool:
             raise ValueError(
                 f"actions has shape {a.shape}, expected {(n, *self._action_shape)} — "
                 "one action per env in env_ids")
-        if a.dtype.kind == "u" and a.size:  # uint64 beyond int64: refused as given
-            target = np.dtype(self._action_dtype)
-            too_big = a.reshape(n, -1) > np.iinfo(target).max if target.kind == "i" else None
-            if too_big is not None and too_big.any():
-                j = int(np.flatnonzero(too_big.any(axis=1))[0])
-                raise ValueError(f"actions[{j}] is {a[j].tolist()}, beyond {target}: out of "
-                                 f"{space}")
         with np.errstate(over="ignore"):  # 1e40 to float32 is inf, which the env clips
             return np.ascontiguousarray(a, dtype=self._action_dtype)
 
@@ -787,17 +780,27 @@ def check_action_dtype(actions: npt.NDArray[Any], space: gym.Space[Any]) -> None
     cast would cut a sigmoid's 0.9 to 0; SB3's MultiBinary policies give float 0.0 / 1.0,
     which gymnasium's spaces take); anything but numbers elsewhere. MultiBinary takes bools."""
     if np.dtype(space.dtype).kind in "iu":
-        if np.issubdtype(actions.dtype, np.integer) or (
-                actions.dtype == np.bool_ and isinstance(space, gym.spaces.MultiBinary)):
+        if actions.dtype == np.bool_ and isinstance(space, gym.spaces.MultiBinary):
             return
         if np.issubdtype(actions.dtype, np.floating) and not isinstance(
                 space, gym.spaces.Discrete):
             fractional = ~np.isfinite(actions) | (actions != np.trunc(actions))
-            if not fractional.any():
-                return
-            raise ValueError(f"actions holds {actions[fractional].flat[0].item()!r}, not a whole "
-                             f"number: {space} takes integers")
-        raise ValueError(f"actions has dtype {actions.dtype}, expected integers for {space}")
+            if fractional.any():
+                raise ValueError(f"actions holds {actions[fractional].flat[0].item()!r}, not a "
+                                 f"whole number: {space} takes integers")
+        elif not np.issubdtype(actions.dtype, np.integer):
+            raise ValueError(f"actions has dtype {actions.dtype}, expected integers for {space}")
+        # The cast to the space's dtype would wrap what it cannot hold (256 to int8's 0).
+        limits = np.iinfo(space.dtype)
+        beyond = (actions < limits.min) | (actions > limits.max)
+        if beyond.any():
+            if actions.ndim:  # the first env's whole action, as given
+                j = int(np.flatnonzero(beyond.reshape(len(actions), -1).any(axis=1))[0])
+                where, value = f"actions[{j}]", actions[j].tolist()
+            else:
+                where, value = "actions", actions.tolist()
+            raise ValueError(f"{where} is {value}, beyond {np.dtype(space.dtype)}: out of "
+                             f"{space}")
     elif not (np.issubdtype(actions.dtype, np.floating)
               or np.issubdtype(actions.dtype, np.integer)):
         raise ValueError(f"actions has dtype {actions.dtype}, expected numbers for {space}")

@@ -221,7 +221,8 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
     check_render_mode(render_mode)
     if isinstance(autoreset, gym.vector.AutoresetMode):  # gymnasium's enum, as make_gymnasium
         autoreset = _AUTORESET_OF_ENUM[autoreset.value]
-    autoreset = _AUTORESET_OF_ENUM.get(autoreset, autoreset)  # or its value ("NextStep")
+    if isinstance(autoreset, str):  # or its value ("NextStep")
+        autoreset = _AUTORESET_OF_ENUM.get(autoreset, autoreset)
     if not isinstance(env_id, str) and not callable(env_id):
         made = (" (an env already made: pass a factory that makes one per env, such as "
                 "lambda: MyEnv(...))" if hasattr(env_id, "step") else "")
@@ -331,8 +332,9 @@ def _reference_alias(env_id: str) -> tuple[NativeFamily, str] | None:
         prefix = family.reference_prefix
         if prefix and env_id.startswith(prefix):
             native_id = env_id.removeprefix(prefix)
-            if native_id in family.ids or family.matches(native_id):
-                return family, native_id
+            declared, module = _lookup(native_id)
+            if declared is family and (module is not None or family.module in _unavailable):
+                return family, native_id  # an env of the family (or one this build lacks)
     return None
 
 

@@ -315,8 +315,9 @@ def test_control_suite_pixels_spec_is_pixels_wrapper_s_and_no_physics() -> None:
 
 
 def test_one_env_takes_the_action_shapes_dm_control_takes() -> None:
-    """dm_control copies an action into the spec's shape: a policy's (1, 6) steps walker's (6,),
-    a (2, 3) or (6, 1) one is refused (the (2, 3) was reshaped and stepped)."""
+    """dm_control copies an action into the spec's shape (np.copyto): a policy's (1, 6) steps
+    walker's (6,), so does a number (broadcast), a (2, 3) or (6, 1) one is refused (the
+    (2, 3) was reshaped and stepped)."""
     from dm_control import suite
 
     ref = suite.load("walker", "walk", task_kwargs={"random": 0})
@@ -328,6 +329,11 @@ def test_one_env_takes_the_action_shapes_dm_control_takes() -> None:
                 env.step(bad)
             with pytest.raises(ValueError):
                 ref.step(bad)
-        ours, theirs = env.step(np.full((1, 6), 0.3)), ref.step(np.full((1, 6), 0.3))
-        assert ours.mid() and ours.reward == theirs.reward
+        for action in (np.full((1, 6), 0.3), 0.2, np.full(1, -0.1)):
+            ours, theirs = env.step(action), ref.step(action)
+            assert ours.mid() and ours.reward == theirs.reward
+            np.testing.assert_array_equal(ours.observation["orientations"],
+                                          theirs.observation["orientations"])
     ref.close()
+    with pytest.raises(ValueError, match="life_loss_info ends no episode"):
+        make_dm("Breakout-v5", life_loss_info=True)

@@ -254,6 +254,9 @@ def test_integer_action_spaces_refuse_floats(space: gym.Space[Any]) -> None:
             pool.send(np.full((2, 3), 0.9))
         with pytest.raises(ValueError, match=r"actions holds nan, not a whole number"):
             pool.send(np.full((2, 3), np.nan))
+        for beyond in (np.full((2, 3), 2.0**70), np.full((2, 3), 2**63, dtype=np.uint64)):
+            with pytest.raises(ValueError, match=r"beyond int(8|64): out of"):  # would wrap
+                pool.send(beyond)
         good = np.array([[True, False, True]] * 2) if isinstance(
             space, gym.spaces.MultiBinary) else np.array([[1, 0, 2]] * 2)
         for actions in (good, good.astype(np.float32)):

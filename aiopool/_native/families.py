@@ -250,9 +250,10 @@ ATARI = NativeFamily(
     renders="native", reference_prefix="ALE/", reference_module="ale_py",
     env_methods={"get_action_meanings": _atari_action_meanings},
     kwarg_hints={
-        "thread_affinity_offset": "aiopool does not pin its worker threads",
-        "continuous": "ale-py's continuous action mode is not supported",
-        "continuous_action_threshold": "ale-py's continuous action mode is not supported",
+        "thread_affinity_offset": "drop it: aiopool does not pin its worker threads",
+        "continuous": "drop it: aiopool has no continuous action mode, only ale-py's "
+                      "discrete one (continuous=False)",
+        "continuous_action_threshold": "drop it: aiopool has no continuous action mode",
         "obs_type": "observations are ale-py's AtariVectorEnv's: grayscale=False for RGB; "
                     "no RAM observations"},
     not_built="this aiopool was built without ALE (-DAIOPOOL_WITH_ALE=OFF, or the build could "

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import collections
 import importlib
-import math
 from typing import Any
 
 import dm_env  # type: ignore[import-untyped,import-not-found,unused-ignore]
@@ -54,6 +53,12 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
                  **make_kwargs: Any) -> None:
         refuse_autoreset(make_kwargs, "make_dm", "a dm_env environment starts a new episode at "
                          "the step after a LAST one (dm_env's contract)")
+        if make_kwargs.get("life_loss_info"):
+            raise ValueError("make_dm: life_loss_info ends no episode (the game goes on after a "
+                             "lost life), where dm_env's LAST must be followed by FIRST; "
+                             "episodic_life=True ends the episode at a lost life, and the "
+                             "EnvPool drop-in's make_dm gives a lost life discount 0 "
+                             "(docs/migrating.md)")
         self._steps = Lockstep(env_id, num_envs, seed=seed, autoreset="next_step",
                                num_threads=num_threads, info_keys=("elapsed_step",),
                                **make_kwargs)
@@ -92,15 +97,16 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
             action = np.asarray(action)
             shape = self._action_space.shape or ()
             if action.shape != shape:
-                # dm_control copies the action into the spec's shape: leading 1s go (a
-                # policy's (1, n) for (n,)), and one number fills a (1,) spec; nothing else.
+                # dm_control copies the action into the spec's shape (np.copyto): leading 1s
+                # go (a policy's (1, n) for (n,)), then it broadcasts (a number fills the
+                # spec); anything else is refused, as there.
                 squeezed = action.reshape(action.shape[next(
                     (k for k, d in enumerate(action.shape) if d != 1), action.ndim):])
-                if squeezed.shape == shape or (squeezed.size == 1 == math.prod(shape)):
-                    action = squeezed.reshape(shape)
-                else:
-                    raise ValueError(f"action has shape {action.shape}, expected "
-                                     f"{shape} (action_spec().shape)")
+                try:
+                    action = np.broadcast_to(squeezed, shape)
+                except ValueError:
+                    raise ValueError(f"action has shape {action.shape}, expected {shape} "
+                                     "(action_spec().shape)") from None
             action = action[None]
         return self._timestep(self._steps.step(action))
 

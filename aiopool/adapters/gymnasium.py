@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
 from typing import Any
@@ -210,7 +211,7 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         method = reference_method(self._steps.pool, name)
         if method is not None and not (args or kwargs):
             value = method()
-            return tuple(value for _ in range(self.num_envs))
+            return tuple(copy.deepcopy(value) for _ in range(self.num_envs))  # one per env
         if args or kwargs:
             raise AttributeError(f"aiopool's {self._env_id} envs run in C++ and have no Python "
                                  f"method {name!r} to call with arguments")

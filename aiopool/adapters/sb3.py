@@ -22,6 +22,7 @@ The ``type: ignore`` on the imports keeps mypy clean where the optional extra is
 
 from __future__ import annotations
 
+import copy
 import functools
 import time
 from collections.abc import Sequence
@@ -171,7 +172,7 @@ class Sb3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]
         method = reference_method(self._steps.pool, method_name)
         if method is not None and not (method_args or method_kwargs):
             value = method()
-            return [value for _ in self._get_indices(indices)]
+            return [copy.deepcopy(value) for _ in self._get_indices(indices)]  # one per env
         raise NotImplementedError(
             f"aiopool's envs run in C++ and have no Python methods to call ({method_name!r}); "
             "use reset/step on the VecEnv, seed() for seeds")
