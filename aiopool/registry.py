@@ -33,7 +33,9 @@ from .pool import Pool
 from .spec import EnvSpec
 
 _AUTORESET_MODES = ("next_step", "same_step", "disabled")
-_AUTORESET_OF_ENUM = {"NextStep": "next_step", "SameStep": "same_step", "Disabled": "disabled"}
+# gymnasium's AutoresetMode values as aiopool's names (make takes both; the gymnasium adapter
+# maps its modes with it).
+AUTORESET_NAMES = {"NextStep": "next_step", "SameStep": "same_step", "Disabled": "disabled"}
 # make()'s max_episode_steps as the native pool takes it: None, the registered time limit (-1
 # there); -1, none (0 there).
 _NATIVE_TIME_LIMIT = {None: -1, -1: 0}
@@ -220,9 +222,9 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
         max_episode_steps = operator.index(max_episode_steps)
     check_render_mode(render_mode)
     if isinstance(autoreset, gym.vector.AutoresetMode):  # gymnasium's enum, as make_gymnasium
-        autoreset = _AUTORESET_OF_ENUM[autoreset.value]
+        autoreset = autoreset.value
     if isinstance(autoreset, str):  # or its value ("NextStep")
-        autoreset = _AUTORESET_OF_ENUM.get(autoreset, autoreset)
+        autoreset = AUTORESET_NAMES.get(autoreset, autoreset)
     if not isinstance(env_id, str) and not callable(env_id):
         made = (" (an env already made: pass a factory that makes one per env, such as "
                 "lambda: MyEnv(...))" if hasattr(env_id, "step") else "")

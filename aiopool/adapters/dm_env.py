@@ -115,10 +115,7 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
         Dict observation an ``OrderedDict`` of them by key (in the env's order, each named by
         its key), for a Tuple one a tuple. A Control Suite env with ``flat_observation=True``
         gives dm_control's ``OrderedDict(observations=Array)``."""
-        if self._flat_key is not None:
-            return collections.OrderedDict(
-                [(self._flat_key, _spec(self._obs_space, self._flat_key, self._lead))])
-        return _spec(self._obs_space, "observation", self._lead, self._obs_keys)
+        return self._observation_spec(self._lead)
 
     def action_spec(self) -> specs.BoundedArray:
         """A ``BoundedArray``, unnamed as dm_control's."""
@@ -133,10 +130,13 @@ class DmEnvironment(dm_env.Environment):  # type: ignore[misc,unused-ignore]
 
     def single_observation_spec(self) -> Any:
         """The observation spec of one env (a ``DiscreteArray`` for toy text's states)."""
+        return self._observation_spec(None)
+
+    def _observation_spec(self, lead: int | None) -> Any:
         if self._flat_key is not None:
             return collections.OrderedDict(
-                [(self._flat_key, _spec(self._obs_space, self._flat_key, None))])
-        return _spec(self._obs_space, "observation", None, self._obs_keys)
+                [(self._flat_key, _spec(self._obs_space, self._flat_key, lead))])
+        return _spec(self._obs_space, "observation", lead, self._obs_keys)
 
     def single_action_spec(self) -> specs.BoundedArray:
         """The action spec of one env (a ``DiscreteArray`` for discrete actions)."""

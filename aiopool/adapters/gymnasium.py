@@ -24,6 +24,7 @@ from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, create_empty_array
 
+from ..registry import AUTORESET_NAMES
 from . import (
     Lockstep,
     Rows,
@@ -38,8 +39,7 @@ from . import (
 
 __all__ = ["GymnasiumVectorEnv", "make_gymnasium"]
 
-_POOL_MODES = {AutoresetMode.NEXT_STEP: "next_step", AutoresetMode.SAME_STEP: "same_step",
-               AutoresetMode.DISABLED: "disabled"}
+_POOL_MODES = {AutoresetMode(value): name for value, name in AUTORESET_NAMES.items()}
 
 Array = npt.NDArray[Any]
 
