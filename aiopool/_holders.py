@@ -8,11 +8,15 @@ may still be sent; when they, the steps in flight and the given-back batches can
 no receiver can ever be served and each gets ``NothingInFlight``.
 
 A handed-out batch stops counting when its actions are sent (``batch.send`` or ``pool.send``
-to its envs), when it is released (``batch.release()``), when it is dropped (garbage), or when
-the task that holds it ends by an exception or cancellation (its traceback keeps the batch
-alive, but nobody will send it). Each release of held rows calls ``on_release`` so the pool can
-check its parked receivers again. Only the loop's thread (or one sync thread) hands batches out;
-``release`` may run from a finaliser on any thread, so it only touches a dict and a callback.
+to its envs; row by row, each env's row in the one batch that holds it unsent), when its envs
+are reset (``async_reset``: their next action) or lost with their worker, when it is released
+(``batch.release()``), when it is dropped (garbage), or when the task that holds it ends by an
+exception or cancellation (its traceback keeps the batch alive, but nobody will send it). Each
+end of held rows that no send replaces (a release, a drop, a task's end, lost envs) calls
+``on_release`` so the pool can check its parked receivers again; a send or a reset moves the
+rows from held to in flight, so what can come for a receiver never shrinks there. Only the
+loop's thread (or one sync thread) hands batches out; ``release`` may run from a finaliser
+on any thread, so it only touches a dict and a callback.
 
 A pool's close (or its finaliser) closes its holders: nothing counts as held any more, and the
 tasks watched drop their callbacks. A long-lived task that makes and closes a pool at a time
@@ -67,13 +71,16 @@ def call_soon_weakly(loop: asyncio.AbstractEventLoop, method: Callable[[], None]
 
 
 class _Held:
-    __slots__ = ("env_id", "group", "holder", "rows")
+    __slots__ = ("env_id", "group", "holder", "rows", "sent")
 
     def __init__(self, holder: object, env_id: npt.NDArray[Any], group: int) -> None:
         self.holder = holder
         self.env_id = env_id
-        self.rows = len(env_id)
+        self.rows = len(env_id)  # rows not sent yet
         self.group = group  # batches never span groups (a Ray actor's envs); 0 elsewhere
+        # Which rows were sent, once some (not all) were by pool.send / async_reset: made
+        # then, never per batch handed out.
+        self.sent: npt.NDArray[np.bool_] | None = None
 
 
 class Holders:
@@ -82,6 +89,7 @@ class Holders:
     def __init__(self, num_envs: int) -> None:
         self._num_envs = num_envs
         self._held: dict[int, _Held] = {}
+        self._picked = np.zeros(num_envs, dtype=bool)  # sent_ids' scratch: the envs sent
         self._next = 0
         self._watched: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
         self._on_task_done = _weak_task_done(weakref.ref(self))  # one object: removable
@@ -129,25 +137,55 @@ class Holders:
         """Every row of the batch ``token`` was sent: it counts as in flight now."""
         self._held.pop(token, None)
 
-    def sent_ids(self, env_ids: npt.ArrayLike | None) -> None:
-        """``pool.send`` to ``env_ids`` (None: every env): the held rows of those envs are sent.
-        The pool checked the ids first (unique, in range): as many as its envs are every env,
-        as the sync adapters send each step, and a held batch's own env_id is that batch; both
-        skip the per-batch search (np.isin: ~13 µs a step with a batch held)."""
+    def sent_ids(self, env_ids: npt.ArrayLike | None) -> int:
+        """``pool.send`` or ``async_reset`` to ``env_ids`` (None: every env): each env's held
+        row is sent; returns how many held rows that ended.
+
+        Counted per batch and per env: an env's row is unsent in at most one held batch (its
+        next row can only be received once this one was sent, which marks it here, or its
+        batch was sent, released or dropped). So a second send to an env ends the hold of the
+        newer batch that brought its row back, never the older one's other rows; and
+        ``pool.send(actions, batch.env_id)`` ends exactly what ``batch.send`` ends. The pool
+        checked the ids first (unique, in range): as many as its envs are every env, as the
+        sync adapters send each step, and a held batch's own env_id (none of its rows sent)
+        is that batch; both skip the search (np.isin per held batch cost ~13 µs a step)."""
         if env_ids is None or len(env_ids) == self._num_envs:  # type: ignore[arg-type]
+            ended = sum(held.rows for held in list(self._held.values()))
             self._held.clear()
-            return
+            return ended
         ids = np.asarray(env_ids)
-        for token, held in list(self._held.items()):
-            if held.env_id is ids or (held.env_id.shape == ids.shape
-                                      and np.array_equal(held.env_id, ids)):
-                self._held.pop(token, None)  # pool.send(actions, batch.env_id): no isin
+        items = list(self._held.items())  # a finaliser may release one meanwhile
+        for token, held in items:
+            if held.sent is None and (held.env_id is ids or (
+                    held.env_id.shape == ids.shape and np.array_equal(held.env_id, ids))):
+                self._held.pop(token, None)  # pool.send(actions, batch.env_id): no search
+                return held.rows
+        picked = self._picked
+        picked[ids] = True
+        ended = 0
+        for token, held in items:
+            hit = picked[held.env_id]
+            if held.sent is not None:
+                hit &= ~held.sent
+            n = int(np.count_nonzero(hit))
+            if not n:
                 continue
-            n = int(np.count_nonzero(np.isin(held.env_id, ids)))
-            if n:
-                held.rows -= n
-                if held.rows <= 0:
-                    self._held.pop(token, None)
+            ended += n
+            held.rows -= n
+            if held.rows <= 0:
+                self._held.pop(token, None)
+            elif held.sent is None:
+                held.sent = hit
+            else:
+                held.sent |= hit
+        picked[ids] = False
+        return ended
+
+    def lost_ids(self, env_ids: npt.ArrayLike) -> None:
+        """``env_ids`` were lost with their worker process: their held rows can never be
+        sent (a send to them is refused), so they stop counting, as a release."""
+        if self.sent_ids(env_ids) and self.on_release is not None:
+            self.on_release()
 
     def give_back(self, token: int) -> None:
         """A cancelled receiver put the batch back in the queue: it is queued, not held."""
@@ -169,6 +207,27 @@ class Holders:
         for held in list(self._held.values()):  # a finaliser may release one meanwhile
             if held.holder not in parked:
                 out[held.group] = out.get(held.group, 0) + held.rows
+        return out
+
+    def describe_others(self, parked: Collection[object]) -> list[str]:
+        """Who holds the rows ``held_by_others`` counts: ``task 'name' (coroutine)``, or a
+        thread, with how many rows each holds (for the warning of a receive that waits long)."""
+        rows: dict[object, int] = {}
+        for held in list(self._held.values()):
+            if held.holder not in parked:
+                rows[held.holder] = rows.get(held.holder, 0) + held.rows
+        out = []
+        for holder, n in rows.items():
+            task = holder() if isinstance(holder, weakref.ref) else None
+            if isinstance(task, asyncio.Task):
+                coro = task.get_coro()
+                what = getattr(coro, "__qualname__", type(coro).__name__)
+                state = ", done" if task.done() else ""
+                out.append(f"task {task.get_name()!r} ({what}{state}): {n} rows")
+            elif isinstance(holder, int):
+                out.append(f"thread {holder}: {n} rows")
+            else:
+                out.append(f"a task that is gone: {n} rows")
         return out
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:

@@ -87,6 +87,11 @@ class Doorbell:
             else:
                 with contextlib.suppress(ValueError):
                     self._waiters.remove((fut, holder))
+            # The exception's traceback keeps this frame: it must not keep the future, and
+            # through it the exception and its batch (a cycle only the gc frees; the batch
+            # would count as held, and receivers parked for it would wait, until then).
+            del fut
+            exc = None
             raise
 
     def serve(self) -> int:
@@ -148,8 +153,14 @@ class Doorbell:
             fut, holder = waiters.popleft()
             self._hand_out(batch, holder)
             fut.set_result(batch)
-        if faulted and waiters:
-            self._stranded()  # a death may have taken the steps the others waited for
+        if faulted:
+            # The fault's traceback keeps take's frame, and so this one (its f_back): it must
+            # keep no future or batch, or they live as long as the exception (in a cycle with
+            # it, through the future: the error's batch would count as held until the gc ran).
+            del fut, holder
+            batch = None
+            if waiters:
+                self._stranded()  # a death may have taken the steps the others waited for
 
     def detach(self) -> None:
         """Remove the reader (before the fd closes: asyncio loses a reused fd otherwise)."""

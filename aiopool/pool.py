@@ -20,6 +20,7 @@ import concurrent.futures
 import contextlib
 import ctypes
 import enum
+import logging
 import math
 import os
 import sys
@@ -40,6 +41,8 @@ from ._waiting import Doorbell, Item
 from .batch import Batch, splitter
 from .errors import EnvError, NothingInFlight, PoolClosed, WorkerDied
 from .spec import EnvSpec
+
+_log = logging.getLogger("aiopool")
 
 if TYPE_CHECKING:
     from ._render import Renderer
@@ -68,6 +71,9 @@ class Pool:
     """
 
     backend = "threads"
+    # A receive parked this long while no env step is in flight (it waits only for batches
+    # other tasks hold) logs one warning naming those tasks: a deadlock then says where it is.
+    stuck_warning_after: float = 10.0
 
     def __init__(self, native: Any, spec: EnvSpec, *, seed: int | None, autoreset: str,
                  recv_spin_us: float, renderer: Renderer | None = None) -> None:
@@ -87,6 +93,8 @@ class Pool:
         self._holders.on_release = weak_call(weakref.WeakMethod(self._schedule_check))
         self._sync_parked: dict[object, int] = {}  # threads waiting in recv_blocking
         self._check_pending = False
+        self._parked_since: dict[object, float] = {}  # parked async receivers (inf: warned)
+        self._stuck_timer: asyncio.TimerHandle | None = None
         self._spin_ns = int(recv_spin_us * 1000)
         self._spin_misses = 0  # consecutive waits whose spin found nothing (or were skipped)
         self._streak = 0
@@ -98,7 +106,7 @@ class Pool:
         self._action_shape = tuple(spec.action_space.shape or ())
         self._max_seed: int = int(native.spec.get("max_seed", -1))
         # The doorbell and the finaliser must not reach `self`, or the pool is never collected.
-        self._take = _taker(native, self._returned, self._names, self._weak,
+        self._take = _taker(native, self._returned, self._names, self._weak, self._holders,
                             splitter(spec.obs_parts, self._names, _part_dtypes(spec)))
         self._doorbell = Doorbell(native, self._take, self._returned.appendleft,
                                   _hander(self._holders), _un_hander(self._holders),
@@ -270,6 +278,8 @@ class Pool:
             self._stage_seeds(ids, seed)
         self._native.reset(ids)
         self._ever_reset = True
+        if self._holders:  # a reset is the envs' next action: their held rows are sent
+            self._holders.sent_ids(None if env_ids is None else ids)
 
     def send(self, actions: npt.ArrayLike, env_ids: npt.ArrayLike | None = None) -> None:
         """Step the envs ``env_ids`` (default all) with one action each; returns at once.
@@ -333,7 +343,9 @@ class Pool:
         waits), nor do those of tasks parked in a receive themselves. A batch stops being held
         when its actions are sent, when it is released (``batch.release()``) or dropped, or
         when its task ends by an exception or cancellation. Any number of consumers may share
-        a pool, whatever ``num_envs / batch_size`` is.
+        a pool, whatever ``num_envs / batch_size`` is. A receive that has waited
+        ``stuck_warning_after`` seconds with no env step in flight logs one warning naming the
+        tasks whose batches it waits for.
 
         Raises:
             TimeoutError: nothing arrived within ``timeout`` seconds.
@@ -371,13 +383,20 @@ class Pool:
             return batch
         self._streak = 0
         self._last_yield = time.perf_counter_ns()
-        if timeout is None:
-            return await self._doorbell.wait(holder)
+        self._parked_since[holder] = time.monotonic()
+        if self._stuck_timer is None:
+            self._stuck_timer = asyncio.get_running_loop().call_later(
+                self.stuck_warning_after, weak_call(weakref.WeakMethod(self._warn_if_stuck)))
         try:
-            async with asyncio.timeout(timeout):
+            if timeout is None:
                 return await self._doorbell.wait(holder)
-        except TimeoutError:  # asyncio's says nothing
-            raise TimeoutError(f"no batch arrived within {timeout} s") from None
+            try:
+                async with asyncio.timeout(timeout):
+                    return await self._doorbell.wait(holder)
+            except TimeoutError:  # asyncio's says nothing
+                raise TimeoutError(f"no batch arrived within {timeout} s") from None
+        finally:
+            self._parked_since.pop(holder, None)
 
     async def stream(self) -> AsyncIterator[Batch]:
         """Receive batches forever; ends when the pool closes (at once if it is closed).
@@ -505,7 +524,9 @@ class Pool:
             timeout = _finite_or_none(timeout)
         try:
             rows = int(self._native.flush(-1.0 if timeout is None else timeout))
-        except WorkerDied:
+        except WorkerDied as e:
+            if self._holders:
+                self._holders.lost_ids(np.asarray(e.env_ids, dtype=np.int32))
             self._schedule_check()  # parked receivers may have waited for the lost rows
             raise
         self._check_open()  # closed meanwhile from another thread
@@ -550,7 +571,12 @@ class Pool:
             return self._spin(timeout)
         # Spin for the receivers parked ahead: what it catches goes to the first of them at
         # once, without the eventfd's wake-up (more consumers than batches take turns so).
-        batch = self._spin(timeout)
+        try:
+            batch = self._spin(timeout)
+        except (EnvError, WorkerDied) as e:  # theirs too: the first parked receiver gets it,
+            self._doorbell.give_back(e)      # and the others are checked (a death strands them)
+            self._check_can_complete(holder)
+            return None
         if batch is not None:
             self._doorbell.give_back(batch)
         return None
@@ -700,6 +726,32 @@ class Pool:
         if untaken + held < self.batch_size:
             msg = self._nothing_message(untaken, held, len(parked) - 1)
             self._doorbell.fail_parked(lambda: NothingInFlight(msg))
+
+    def _warn_if_stuck(self) -> None:
+        """Receivers parked ``stuck_warning_after`` s while no env step is in flight wait only
+        for batches that other tasks hold (the channel rule): warn once for each, naming those
+        tasks. Runs while receivers are parked, once per ``stuck_warning_after``."""
+        self._stuck_timer = None
+        since = self._parked_since
+        if self._state is not PoolState.OPEN or not since:
+            return
+        now, after = time.monotonic(), self.stuck_warning_after
+        due = [h for h, t in since.items() if now - t >= after]
+        if due and not self._returned and not self._native.rows_in_flight:
+            for h in due:
+                since[h] = math.inf
+            holding = self._holders.describe_others(self._parked()) if self._holders else []
+            _log.warning(
+                "%d recv() of this %s pool waited %g s with no env step in flight, for the "
+                "batches other tasks hold and may still send: %s. If they never send them, "
+                "send them (batch.send) or release them (batch.release()) in those tasks",
+                len(due), self.spec.id, after, "; ".join(holding) or "none")
+        first = min(since.values(), default=math.inf)
+        if first < math.inf:
+            loop = self._doorbell.loop
+            if loop is not None:
+                self._stuck_timer = loop.call_later(max(0.0, first + after - now), weak_call(
+                    weakref.WeakMethod(self._warn_if_stuck)))
 
     def _schedule_check(self) -> None:
         """Held rows went away (a batch dropped or released, a task ended): check the parked
@@ -886,11 +938,13 @@ def _part_dtypes(spec: EnvSpec) -> list[np.dtype[Any]]:
 
 
 def _taker(native: Any, returned: deque[Item], names: tuple[str, ...],
-           weak: weakref.ReferenceType[Pool],
+           weak: weakref.ReferenceType[Pool], holders: Holders,
            split: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None,
            ) -> Callable[..., Batch | None]:
     """take(spin_ns=0): a pushed-back batch first, then a ready block, else None. ``split``
-    turns a native block's arrays into those of a Tuple / Dict observation (``splitter``)."""
+    turns a native block's arrays into those of a Tuple / Dict observation (``splitter``).
+    A worker's death (process backend) ends the holds of its envs' rows, which no send can
+    follow any more, before anyone hears of it."""
 
     def take(spin_ns: int = 0) -> Batch | None:
         if returned:
@@ -902,6 +956,10 @@ def _taker(native: Any, returned: deque[Item], names: tuple[str, ...],
             arrays = native.take(spin_ns)
         except EnvError as e:  # a process-backed pool's env raised: the batch rides along
             e.batch = Batch(e.arrays, names, weak)
+            raise
+        except WorkerDied as e:
+            if holders:
+                holders.lost_ids(np.asarray(e.env_ids, dtype=np.int32))
             raise
         if arrays is None:
             return None

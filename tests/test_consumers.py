@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import Ledger, counting
+from helpers import Ledger, counting, needs_local_doorbell
 
 import aiopool
 
@@ -100,10 +100,20 @@ async def _holding(pool: Any, held: list[Any], release: asyncio.Event, how: str)
     # "drop": the last reference goes with this frame
 
 
+async def _receive_once(pool: Any, via: str) -> Any:
+    """One batch by ``recv()``, or as the first of an ``async for ... in pool.stream()``."""
+    if via == "recv":
+        return await pool.recv()
+    async for batch in pool.stream():
+        return batch
+    raise AssertionError("the stream ended")
+
+
 @pytest.mark.asyncio
+@pytest.mark.parametrize("via", ["recv", "stream"])
 @pytest.mark.parametrize("how", ["drop", "release", "raise"])
 async def test_parked_receiver_waits_for_held_batches_then_fails_when_none_can_come(
-        how: str) -> None:
+        how: str, via: str) -> None:
     with counting(num_envs=4, batch_size=2, num_threads=1) as pool:
         pool.async_reset()
         held: list[Any] = []
@@ -111,7 +121,7 @@ async def test_parked_receiver_waits_for_held_batches_then_fails_when_none_can_c
         holders = [asyncio.create_task(_holding(pool, held, go[k], how)) for k in range(2)]
         while len(held) < 2:
             await asyncio.sleep(0.01)
-        waiter = asyncio.create_task(pool.recv())
+        waiter = asyncio.create_task(_receive_once(pool, via))
         await asyncio.sleep(0.2)
         assert not waiter.done(), "two other tasks hold batches they may still send"
         go[0].set()
@@ -245,3 +255,139 @@ async def test_pool_send_to_a_batchs_envs_stops_it_counting_as_held(ids: str) ->
             pool.send(np.ones(len(env_id), dtype=np.int64), env_id)
             second.send(np.ones(2, dtype=np.int64))
         assert [h.rows for h in pool._holders._held.values()] == ([1] if ids == "part" else [])
+
+
+# -- holds are counted per batch and per env: the same rule for every way a row is sent --------
+
+
+@pytest.mark.asyncio
+async def test_a_second_send_to_an_env_ends_the_newer_batchs_hold_not_the_older_ones() -> None:
+    """Another task holds [0, 1] and has sent neither. This task sends env 0, receives its next
+    row (a flushed short batch) and sends env 0 again: that second send is the newer batch's,
+    so env 1's row still counts, and the receive waits for it (it raised NothingInFlight at
+    once, the older batch's count being taken twice)."""
+    with counting(num_envs=2, batch_size=2, num_threads=1) as pool:
+        pool.async_reset()
+        has_it, send_it = asyncio.Event(), asyncio.Event()
+
+        async def holder() -> None:
+            batch = await pool.recv(timeout=5)
+            assert sorted(batch.env_id.tolist()) == [0, 1]
+            has_it.set()
+            await send_it.wait()
+            await asyncio.sleep(0.2)  # the receiver below is parked by now
+            pool.send(np.ones(1, dtype=np.int64), [1])
+
+        task = asyncio.create_task(holder())
+        await asyncio.wait_for(has_it.wait(), 5)
+        pool.send(np.ones(1, dtype=np.int64), [0])
+        assert pool.flush(timeout=5) == 1
+        assert (await pool.recv(timeout=5)).env_id.tolist() == [0]
+        pool.send(np.ones(1, dtype=np.int64), [0])
+        send_it.set()
+        got = await pool.recv(timeout=5)  # waits for env 1's row, which the holder sends
+        assert sorted(got.env_id.tolist()) == [0, 1]
+        await asyncio.wait_for(task, 5)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("via", ["batch.send", "pool.send"])
+async def test_a_reset_ends_the_hold_of_its_envs_rows_whichever_send_follows(via: str) -> None:
+    """A reset is its envs' next action, as a send is: resetting the envs of another task's
+    held batch ends that batch's hold. Then ``batch.send`` and ``pool.send(actions,
+    batch.env_id)`` end the same hold (the newer batch's), and a receive that nothing can serve
+    raises NothingInFlight at once with both (one waited forever, the other did not)."""
+    with counting(num_envs=2, batch_size=2, num_threads=1) as pool:
+        pool.async_reset()
+        has_it, done = asyncio.Event(), asyncio.Event()
+
+        async def holder() -> None:
+            batch = await pool.recv(timeout=5)
+            has_it.set()
+            await done.wait()
+            del batch
+
+        task = asyncio.create_task(holder())
+        await asyncio.wait_for(has_it.wait(), 5)
+        pool.async_reset(env_ids=[0, 1])
+        batch = await pool.recv(timeout=5)
+        if via == "batch.send":
+            batch.send(np.ones(2, dtype=np.int64))
+        else:
+            pool.send(np.ones(2, dtype=np.int64), batch.env_id)
+        kept = await pool.recv(timeout=5)
+        with pytest.raises(aiopool.NothingInFlight):
+            await pool.recv(timeout=2)  # not wait_for: on 3.11 it receives in a task of its own
+        assert len(kept) == 2
+        done.set()
+        await asyncio.wait_for(task, 5)
+
+
+@pytest.mark.asyncio
+async def test_a_receive_that_waits_long_for_held_batches_warns_naming_their_tasks(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Waiting is the rule while another task holds a batch it may still send (here: a task
+    that gathers two receives while it holds every unsent batch). After
+    ``stuck_warning_after`` seconds with no env step in flight, each such receive logs one
+    warning that names the holding task, so that a deadlock says where it is."""
+    needs_local_doorbell()
+    with counting(num_envs=2, batch_size=1, num_threads=1) as pool:
+        pool.stuck_warning_after = 0.2
+        pool.async_reset()
+
+        async def holds_everything() -> Any:
+            kept = [await pool.recv(timeout=5), await pool.recv(timeout=5)]
+            waits = asyncio.gather(pool.recv(), pool.recv())  # receives of other tasks
+            done, _ = await asyncio.wait([waits], timeout=0.7)
+            assert not done, "another task holds batches it may still send: they wait"
+            kept[0].send(np.ones(1, dtype=np.int64))
+            kept[1].send(np.ones(1, dtype=np.int64))
+            return await asyncio.wait_for(waits, 5)
+
+        with caplog.at_level("WARNING", logger="aiopool"):
+            got = await asyncio.create_task(holds_everything(), name="the-holder")
+        assert sorted(int(b.env_id[0]) for b in got) == [0, 1]
+        warnings = [r.getMessage() for r in caplog.records if "waited 0.2 s" in r.getMessage()]
+        assert sum(int(w.split()[0]) for w in warnings) == 2, warnings  # each receive once
+        assert all("task 'the-holder'" in w and ": 2 rows" in w for w in warnings), warnings
+
+
+@pytest.mark.asyncio
+async def test_a_receive_loop_that_hands_batches_to_a_sender_fails_fast_then_waits_its_turn(
+        ) -> None:
+    """The batches a receive loop hands on are still its own: its next receive cannot count on
+    them (it cannot tell a hand-over from a batch it forgot to send), so it raises
+    NothingInFlight at once while none is sent yet, as a lone consumer holding every batch
+    does. The loop that waits for the sender first (``queue.join()``) goes on."""
+    with counting(num_envs=4, batch_size=2, num_threads=1) as pool:
+        pool.async_reset()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        sent = 0
+
+        async def sender() -> None:
+            nonlocal sent
+            while True:
+                batch = await queue.get()
+                await asyncio.sleep(0.01)  # the policy
+                batch.send(np.ones(len(batch), dtype=np.int64))
+                sent += 1
+                del batch
+                queue.task_done()
+
+        for _ in range(2):
+            await queue.put(await pool.recv(timeout=5))
+        with pytest.raises(aiopool.NothingInFlight):
+            await pool.recv(timeout=2)  # nothing sent yet: it cannot know a sender exists
+        task = asyncio.create_task(sender())
+        for _ in range(20):
+            try:
+                batch = await pool.recv(timeout=5)
+            except aiopool.NothingInFlight:
+                await asyncio.wait_for(queue.join(), 5)  # the sender sends what it was given
+                continue
+            await queue.put(batch)
+            del batch
+        await asyncio.wait_for(queue.join(), 5)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert sent >= 10

@@ -4,6 +4,7 @@ run to the 475 threshold."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -92,7 +93,7 @@ def test_serial_schedule_with_the_learner_process_is_the_serial_loop(tmp_path: P
     assert overlapped["serial_updates"] == 0
 
 
-@pytest.fixture
+@contextlib.contextmanager
 def spinning_neighbour() -> Iterator[int]:
     """A process spinning on the last usable core."""
     core = max(os.sched_getaffinity(0))
@@ -107,16 +108,30 @@ def spinning_neighbour() -> Iterator[int]:
         proc.wait(timeout=10)
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two usable cores")
-def test_free_cores_counts_other_processes_not_this_one(spinning_neighbour: int) -> None:
-    meter = ppo.FreeCores(window=0.5)
-    cores = len(meter.cores)
-    until = time.perf_counter() + 0.6
-    while time.perf_counter() < until:  # this process spins too: that is not "others"
+def _spin(seconds: float) -> None:
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
         pass
-    free = meter.sample(learner_cpu=0.0)
-    assert cores - 1.4 <= free <= cores - 0.6, free  # the neighbour took one core
-    assert meter.sample(learner_cpu=0.0) == free  # too short an interval: not judged again
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two usable cores")
+def test_free_cores_counts_other_processes_not_this_one() -> None:
+    """Judged against the machine's own level, measured first: other processes' background
+    load (a browser, a second test run) lowers every sample alike, so the test holds on a busy
+    machine. The neighbour takes up to a core, never this process's spinning."""
+    meter = ppo.FreeCores(window=0.5)
+    time.sleep(0.6)
+    idle = meter.sample(learner_cpu=0.0)  # cores minus the others' background load
+    if idle < 1.2:
+        pytest.skip(f"other processes use all but {idle:.2f} cores: no room to measure")
+    _spin(0.6)  # this process spins: that is not "others"
+    alone = meter.sample(learner_cpu=0.0)
+    assert alone >= idle - 0.4, (idle, alone)
+    with spinning_neighbour():
+        _spin(0.6)
+        free = meter.sample(learner_cpu=0.0)
+        assert meter.sample(learner_cpu=0.0) == free  # too short an interval: not judged again
+    assert alone - 1.4 <= free <= alone - 0.4, (idle, alone, free)  # the neighbour took a core
 
 
 @pytest.mark.slow

@@ -279,6 +279,8 @@ class RemotePool:
         self._unreset[ids] = False
         self._ended[ids] = False
         self._ever_reset = True
+        if self._holders:  # a reset is the envs' next action: their held rows are sent
+            self._holders.sent_ids(None if env_ids is None else ids)
 
     def send(self, actions: npt.ArrayLike, env_ids: npt.ArrayLike | None = None) -> None:
         """Step the envs ``env_ids`` (default all) with one action each; returns at once.
@@ -812,6 +814,8 @@ class RemotePool:
         lost = mine[self._busy[mine]]
         self._lost[mine] = True
         self._busy[mine] = False
+        if self._holders:  # their held rows can never be sent (a send is refused)
+            self._holders.lost_ids(mine)
         return ActorDied(a.index, death.how, [int(i) for i in lost], [int(i) for i in mine],
                          death.cause, self.restart)
 
