@@ -1,7 +1,7 @@
 """Every async test runs on the default asyncio loop and on uvloop (those marked
-``asyncio_loop_only``, whose subject does not depend on the loop, on the first only), and fails
-if the loop's exception handler fired (an exception in a callback, a never-retrieved future, ...).
-Parity tests (``test_parity_*.py``) run on uvloop with the slow suites only.
+``asyncio_loop_only``, whose subject does not depend on the loop, and the parity suites, on the
+first only), and fails if the loop's exception handler fired (an exception in a callback, a
+never-retrieved future, ...).
 
 A test whose optional package is missing skips with the command that installs it (every such
 package is in the ``test`` extra: ``pip install -e ".[test]"``). Under ``CI=true`` that skip is a
@@ -28,6 +28,10 @@ from aiopool._render import headless_defaults
 # module imports dm_control, which picks its backend at its first import.
 headless_defaults()
 
+# The parity suites' ``trace`` fixture: recorded digests in the default tier, the live
+# references with the slow suites (tests/recorded.py).
+pytest_plugins = ["recorded"]
+
 _HANDLER_CALLS: list[dict[str, Any]] = []
 
 
@@ -44,21 +48,45 @@ def _recording(factory: LoopFactory) -> LoopFactory:
 
 
 def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, LoopFactory]:
-    if item.get_closest_marker("asyncio_loop_only") is not None:
+    """Both loops, except for the ``asyncio_loop_only`` tests and the parity suites: a parity
+    case compares an env's arithmetic with its reference's, which no loop changes; the pool's
+    behaviour on each loop is what the contract tests check, on both loops."""
+    if (item.get_closest_marker("asyncio_loop_only") is not None
+            or item.path.name.startswith("test_parity_")):
         return {"asyncio": _recording(asyncio.new_event_loop)}
     return {"asyncio": _recording(asyncio.new_event_loop),
             "uvloop": _recording(uvloop.new_event_loop)}
 
 
+# The async contract's suites: their uvloop cases are the default tier's. The uvloop cases of
+# the other suites (adapters, backends, rendering, inference: what they check does not depend
+# on the loop, which the contract suites check on both) run with the slow suites.
+CONTRACT_SUITES = {
+    "test_basics.py", "test_bad_input.py", "test_cancellation.py", "test_close.py",
+    "test_consumers.py", "test_fairness.py", "test_fault_delivery.py", "test_lifetime.py",
+    "test_loop_change.py", "test_stateful.py", "test_stateful_process.py", "test_timeouts.py",
+    "test_waiters.py", "test_zero_copy.py"}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A parity test's uvloop case runs with the slow suites: parity tests compare an env's
-    arithmetic with its reference's, which no loop changes; the pool's behaviour on each loop is
-    what the contract tests check, on both loops in the default run."""
+    """A uvloop case outside ``CONTRACT_SUITES`` is marked slow. A recorded parity case
+    (tests/recorded.py) is the default tier's: a case marked slow (whose live case runs with
+    the slow suites anyway) or ``live_only`` (its policy reads the reference's state) has
+    none."""
+    dropped = []
     for item in items:
         callspec = getattr(item, "callspec", None)
-        if (callspec is not None and item.path.name.startswith("test_parity_")
+        if (callspec is not None and item.path.name not in CONTRACT_SUITES
                 and "uvloop" in callspec.id.split("-")):
             item.add_marker(pytest.mark.slow)
+        if (callspec is not None and callspec.params.get("trace") == "recorded"
+                and (item.get_closest_marker("live_only") is not None
+                     or item.get_closest_marker("slow") is not None)):
+            dropped.append(item)
+    if dropped:
+        gone = set(dropped)
+        items[:] = [item for item in items if item not in gone]
+        config.hook.pytest_deselected(items=dropped)
 
 
 @pytest.fixture(autouse=True)

@@ -46,22 +46,28 @@ def counting(num_envs: int = 8, batch_size: int | None = None, num_threads: int 
                         num_threads=num_threads, **kw)
 
 
-async def step_in_mode(pool: Any, ref: Any, actions: Any, mode: str) -> tuple[Any, dict[int, Any]]:
+async def step_in_mode(pool: Any, ref: Any, actions: Any, mode: str,
+                       ended: Any = None) -> tuple[Any, dict[int, Any] | None]:
     """One step of every env of ``pool`` and of a parity test's reference (``ref.ended``, its
     ``reset(ids)`` and ``step(actions, ids)`` give the rows each env should have): the batch
     and the expected rows. In ``disabled`` mode the envs whose episode ended are reset instead,
-    as a user of that mode does; in the other modes the pool resets them itself."""
+    as a user of that mode does; in the other modes the pool resets them itself. Without a
+    reference (a recorded case: ``ref`` None), ``ended`` says which envs ended, and no rows are
+    expected."""
     if mode != "disabled":
         batch = await pool.step(actions)
-        return batch, ref.step(actions, list(range(len(actions))))
-    ended = np.flatnonzero(ref.ended).tolist()
-    live = np.flatnonzero(~ref.ended).tolist()
-    if ended:
-        pool.async_reset(env_ids=ended)
+        return batch, None if ref is None else ref.step(actions, list(range(len(actions))))
+    flags = np.asarray(ref.ended if ref is not None else ended, dtype=bool)
+    reset = np.flatnonzero(flags).tolist()
+    live = np.flatnonzero(~flags).tolist()
+    if reset:
+        pool.async_reset(env_ids=reset)
     if live:
         pool.send(actions[live], env_ids=live)
     batch = await pool.recv()
-    expected = ref.reset(ended)
+    if ref is None:
+        return batch, None
+    expected = ref.reset(reset)
     expected.update(ref.step(actions, live))
     return batch, expected
 

@@ -86,9 +86,11 @@ _CASES = [("CartPole-v1", {"max_episode_steps": 15}), ("Pendulum-v1", {"max_epis
 
 # The process backend carries the scalar info keys it is given (info_keys=), not Taxi's
 # action_mask array: Taxi runs on threads only here.
+# gymnasium's CarRacing draws with pygame (10-16 s a case): with the slow suites.
 @pytest.mark.parametrize(("env_id", "kw", "backend"),
-                         [(e, kw, b) for e, kw in _CASES for b in ("threads", "processes")
-                          if (e, b) != ("Taxi-v4", "processes")])
+                         [pytest.param(e, kw, b, marks=[pytest.mark.slow] if e == "CarRacing-v3"
+                                       else []) for e, kw in _CASES
+                          for b in ("threads", "processes") if (e, b) != ("Taxi-v4", "processes")])
 def test_matches_dummy_vec_env_step_by_step(env_id: str, kw: dict[str, Any],
                                             backend: str) -> None:
     ref = _dummy(env_id, **kw)

@@ -16,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # benchmarks: the exhaustive tier
 def test_throughput_quick_run_writes_json_and_plot(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "throughput.py"), "--quick",
@@ -35,6 +36,7 @@ def test_throughput_quick_run_writes_json_and_plot(tmp_path: Path) -> None:
     assert "| aiopool stream (asyncio) |" in proc.stdout
 
 
+@pytest.mark.slow  # benchmarks: the exhaustive tier
 def test_inference_quick_run_writes_json_and_plot(tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="needs torch (the benchmark's policy is a torch MLP): "
                                         "pip install -e '.[test]'")
@@ -51,6 +53,7 @@ def test_inference_quick_run_writes_json_and_plot(tmp_path: Path) -> None:
     assert (tmp_path / "inference.png").stat().st_size > 0
 
 
+@pytest.mark.slow  # benchmarks: the exhaustive tier
 def test_actor_forward_times_each_way_of_acting() -> None:
     torch = pytest.importorskip("torch", reason="needs torch (the actor is the example's CNN): "
                                                 "pip install -e '.[test]'")

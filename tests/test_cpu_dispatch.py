@@ -10,15 +10,17 @@ numpy's SIMD targets switched off, so one machine stands in for others.
 
 from __future__ import annotations
 
-import ctypes
 import math
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from recorded import LIVE_ENV, openblas_corename
 
 from aiopool.registry import _modules
 
@@ -27,14 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _openblas_corename() -> bytes | None:
     """The OpenBLAS kernel family numpy's BLAS runs on this CPU, or None if it is no OpenBLAS."""
-    lib = ctypes.CDLL(np._core._multiarray_umath.__file__)
-    for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename",
-                 "openblas_get_corename64_", "openblas_get_corename"):
-        fn = getattr(lib, name, None)
-        if fn is not None:
-            fn.restype = ctypes.c_char_p
-            return bytes(fn())
-    return None
+    name = openblas_corename()
+    return None if name is None else name.encode()
 
 
 @pytest.mark.parametrize("module", _modules(), ids=lambda m: m.__name__.rsplit(".", 1)[1])
@@ -104,37 +100,79 @@ MATRIX = [
 PARITY = ["tests/test_parity_mujoco.py::test_default_kwargs_match_gymnasium",
           "tests/test_parity_classic_control.py", "tests/test_parity_dmc.py",
           "tests/test_cpu_dispatch.py::test_the_envs_kernels_are_numpys_own"]
-# Box2D's envs go through no CPU-dispatched numpy code (Box2D's own C++, Python's math), nor do
-# the toy-text envs (integer steps, the Generator's draws) or the Control Suite's spec checks:
-# their cases (minutes) are left out of the matrix; so are the other autoreset modes and event
-# loops, which run the same arithmetic as next_step on asyncio, and the tasks whose arithmetic
+# Box2D's envs (CarRacing too) go through no CPU-dispatched numpy code (Box2D's own C++,
+# Python's math), nor do the toy-text envs (integer steps, the Generator's draws) or the Control
+# Suite's spec checks: their cases (minutes) are left out of the matrix; so are the other
+# autoreset modes, which run the same arithmetic as next_step, and the tasks whose arithmetic
 # another task of their domain runs (the dog's walk and trot are its run at other speeds; the
 # CMU humanoid's walk is its run).
 NOT_DISPATCHED = " and ".join(
     f"not {name}" for name in (
         "LunarLander", "BipedalWalker", "same_step", "disabled", "uvloop",
-        "Taxi", "FrozenLake", "CliffWalking", "Blackjack", "test_ids_specs_and_kwargs",
+        "CarRacing", "Taxi", "FrozenLake", "CliffWalking", "Blackjack",
+        "test_ids_specs_and_kwargs",
         "dog-walk", "dog-trot", "humanoid_CMU-walk"))
 
 
 
-@pytest.mark.parametrize(("env", "corename"), MATRIX)
-def test_parity_under_other_cpus_kernels(env: dict[str, str], corename: bytes | None) -> None:
+def _skip_reason(env: dict[str, str], corename: bytes | None) -> str | None:
     if _openblas_corename() is None:
-        pytest.skip("numpy's BLAS is not OpenBLAS: OPENBLAS_CORETYPE does not apply")
+        return "numpy's BLAS is not OpenBLAS: OPENBLAS_CORETYPE does not apply"
     if corename == _openblas_corename() and not any(k.startswith("NPY_") for k in env):
-        pytest.skip(f"this CPU runs OpenBLAS's {corename!r} kernels: the default run covers them")
+        return f"this CPU runs OpenBLAS's {corename!r} kernels: the default run covers them"
+    return None
+
+
+@pytest.fixture(scope="module")
+def matrix_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[dict[str, tuple[subprocess.Popen[bytes], Path]]]:
+    """The parity runs of every entry of the matrix this session runs, started together: each
+    is one Python process, mostly its references stepping, so on 2 cores three take the time
+    of two. The default tier's cases run beside their live references (tests/recorded.py: the
+    digests recorded on this CPU's kernels do not apply to others')."""
+    selected = {item.callspec.id for item in request.session.items
+                if getattr(item, "originalname", "") == "test_parity_under_other_cpus_kernels"}
+    runs = {}
+    for entry in MATRIX:
+        env, corename = entry.values
+        if entry.id not in selected or _skip_reason(env, corename) is not None:
+            continue
+        out = tmp_path_factory.mktemp("kernels") / f"{entry.id}.log"
+        with out.open("wb") as log:
+            runs[entry.id] = (subprocess.Popen(
+                [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m",
+                 "not slow", "-k", NOT_DISPATCHED, *PARITY], cwd=ROOT,
+                env={**os.environ, **env, LIVE_ENV: "1"}, stdout=log, stderr=subprocess.STDOUT),
+                out)
+    yield runs
+    for proc, _ in runs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize(("env", "corename"), MATRIX)
+def test_parity_under_other_cpus_kernels(env: dict[str, str], corename: bytes | None,
+                                         matrix_runs: dict[str, Any],
+                                         request: pytest.FixtureRequest) -> None:
+    reason = _skip_reason(env, corename)
+    if reason is not None:
+        pytest.skip(reason)
     full = {**os.environ, **env}
     if corename is not None:
         probe = subprocess.run(
-            [sys.executable, "-c", "from tests.test_cpu_dispatch import _openblas_corename as c;"
-             " print(c().decode())"], cwd=ROOT, env=full, capture_output=True, text=True,
-            timeout=60)
+            [sys.executable, "-c", "import sys; sys.path.insert(0, 'tests'); from recorded "
+             "import openblas_corename as c; print(c())"], cwd=ROOT, env=full,
+            capture_output=True, text=True, timeout=60)
         assert probe.stdout.strip() == corename.decode(), (
             f"OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']} should run OpenBLAS's "
             f"{corename.decode()} kernels, got {probe.stdout.strip()!r} {probe.stderr[-500:]}")
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                        "-m", "not slow", "-k", NOT_DISPATCHED, *PARITY], cwd=ROOT, env=full,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, f"parity with {env} failed:\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}"
-    assert " passed" in r.stdout.splitlines()[-1], r.stdout[-500:]
+    proc, log = matrix_runs[request.node.callspec.id]
+    try:
+        returncode = proc.wait(timeout=900)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    out = log.read_text(errors="replace")
+    assert returncode == 0, f"parity with {env} failed:\n{out[-6000:]}"
+    assert " passed" in out.strip().splitlines()[-1], out[-500:]

@@ -608,14 +608,23 @@ async def test_killed_actor_raises_actor_died_naming_the_lost_envs() -> None:
         assert _alive(survivor)
 
 
+async def _receive_once(pool: RemotePool, via: str) -> aiopool.Batch:
+    if via == "recv":
+        return await pool.recv()
+    async for batch in pool.stream():
+        return batch
+    raise AssertionError("the stream ended")
+
+
 @ASYNCIO_ONLY
-async def test_a_recv_parked_on_a_dying_actor_does_not_hang() -> None:
+@pytest.mark.parametrize("via", ["recv", "stream"])
+async def test_a_recv_parked_on_a_dying_actor_does_not_hang(via: str) -> None:
     with _counting(num_envs=4, batch_size=2, num_actors=1, step_ns=2_000_000_000) as pool:
         (pid,) = pool.actor_pids()
         pool.async_reset()
         for _ in range(2):
             (await pool.recv(timeout=30)).send(np.zeros(2, np.int64))  # 2 s steps
-        waiters = [asyncio.create_task(pool.recv()) for _ in range(2)]
+        waiters = [asyncio.create_task(_receive_once(pool, via)) for _ in range(2)]
         await asyncio.sleep(0.05)
         os.kill(pid, signal.SIGKILL)
         done, _ = await asyncio.wait(waiters, timeout=1.0)
@@ -713,6 +722,7 @@ async def test_rollouts_go_on_after_an_actor_restarted_while_the_consumer_held_i
 # -- a node removed (its own two-node cluster, in a subprocess: one Ray per process) ---------
 
 
+@pytest.mark.slow  # node loss, a two-node cluster: the exhaustive tier
 def test_a_removed_node_raises_actor_died_and_the_other_node_goes_on() -> None:
     code = """
 import asyncio, time

@@ -223,6 +223,7 @@ def test_return_shapes_and_spaces_match_envpool(task_id: str, env_type: str) -> 
         env.close()
 
 
+@pytest.mark.slow  # every id beside EnvPool (15 s): the exhaustive tier
 @needs_envpool
 def test_list_all_envs_and_make_spec_match_envpool() -> None:
     envpool = real()

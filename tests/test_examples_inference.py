@@ -179,6 +179,7 @@ def test_actor_learner_reaches_475_with_its_policy_on_mlserver(tmp_path: Path) -
 # -- benchmarks/inference.py's server modes -----------------------------------------------------
 
 
+@pytest.mark.slow  # a benchmark (16 s): the exhaustive tier; the inference tests start MLServer too
 @needs_mlserver
 def test_inference_benchmark_grpc_modes_against_mlserver(tmp_path: Path) -> None:
     modes = ("grpc", "grpc-batcher", "grpc-stub", "triton")

@@ -66,6 +66,7 @@ def _run_flavour(flavour: str, tmp_path: Path) -> None:
     assert int(match.group(1)) > 0
 
 
+@pytest.mark.slow  # the C++ core tests build in ~25 s: with the sanitizer builds
 def test_native_plain(tmp_path: Path) -> None:
     _run_flavour("plain", tmp_path)
 

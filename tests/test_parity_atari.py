@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from recorded import Trace
 
 import aiopool
 from aiopool import registry
@@ -32,36 +33,54 @@ GAMES = {"Pong-v5": "pong", "Breakout-v5": "breakout", "SpaceInvaders-v5": "spac
 
 
 def _compare(env_id: str, steps: int, *, num_envs: int = 2, seed: int = 3,
-             action_seed: int = 0, reseed_at: int | None = None, **kwargs: Any) -> int:
+             action_seed: int = 0, reseed_at: int | None = None, trace: Trace | None = None,
+             **kwargs: Any) -> int:
     """Step both sides ``steps`` times; assert equality at every step. Returns the number of
-    episode ends seen (so a test can check its rollout crossed a reset)."""
-    ref = AtariVectorEnv(GAMES.get(env_id) or _rom_of(env_id), num_envs, **kwargs)
+    episode ends seen (so a test can check its rollout crossed a reset). ``trace``: the case's
+    digests (tests/recorded.py); a recorded one steps the pool alone against the recording."""
+    ref = None
+    if trace is not None:
+        trace.env_id = env_id
+    if trace is None or trace.live:
+        ref = AtariVectorEnv(GAMES.get(env_id) or _rom_of(env_id), num_envs, **kwargs)
     ends = 0
+
+    def traced(batch: aiopool.Batch) -> aiopool.Batch:
+        if trace is not None:
+            trace.rows(batch)
+        return batch
 
     async def run() -> None:
         nonlocal ends
         with aiopool.make(env_id, num_envs=num_envs, num_threads=min(2, num_envs), seed=seed,
                           **kwargs) as pool:
-            assert pool.single_action_space == ref.single_action_space
-            assert pool.single_observation_space == ref.single_observation_space
-            obs, info = ref.reset(seed=seed)
             pool.async_reset()
-            batch = await pool.recv()
+            batch = traced(await pool.recv())
             order = np.argsort(batch.env_id)
-            _assert_equal("reset", np.asarray(batch.obs)[order], obs)
-            _assert_equal("reset lives", np.asarray(batch.info["lives"])[order], info["lives"])
+            if ref is not None:
+                assert pool.single_action_space == ref.single_action_space
+                assert pool.single_observation_space == ref.single_observation_space
+                obs, info = ref.reset(seed=seed)
+                _assert_equal("reset", np.asarray(batch.obs)[order], obs)
+                _assert_equal("reset lives", np.asarray(batch.info["lives"])[order],
+                              info["lives"])
             rng = np.random.default_rng(action_seed)
             n = int(pool.single_action_space.n)
             for t in range(steps):
                 if t == reseed_at:
-                    obs, info = ref.reset(seed=seed + 100)
                     pool.async_reset(seed=seed + 100)
-                    batch = await pool.recv()
-                    order = np.argsort(batch.env_id)
-                    _assert_equal(f"re-seeded reset at {t}", np.asarray(batch.obs)[order], obs)
+                    batch = traced(await pool.recv())
+                    if ref is not None:
+                        obs, info = ref.reset(seed=seed + 100)
+                        order = np.argsort(batch.env_id)
+                        _assert_equal(f"re-seeded reset at {t}", np.asarray(batch.obs)[order],
+                                      obs)
                 actions = rng.integers(0, n, num_envs)
+                b = traced(await pool.step(actions))
+                ends += int(np.sum(np.asarray(b.terminated) | np.asarray(b.truncated)))
+                if ref is None:
+                    continue
                 obs, reward, terminated, truncated, info = ref.step(actions)
-                b = await pool.step(actions)
                 where = f"{env_id} {kwargs} step {t}"
                 _assert_equal(f"{where}: obs", b.obs, obs)
                 _assert_equal(f"{where}: reward", b.reward, reward.astype(np.float64))
@@ -70,12 +89,14 @@ def _compare(env_id: str, steps: int, *, num_envs: int = 2, seed: int = 3,
                 _assert_equal(f"{where}: lives", b.info["lives"], info["lives"])
                 _assert_equal(f"{where}: episode_frame_number", b.info["episode_frame_number"],
                               info["episode_frame_number"])
-                ends += int(np.sum(terminated | truncated))
 
     try:
         asyncio.run(run())
     finally:
-        ref.close()
+        if ref is not None:
+            ref.close()
+    if trace is not None:
+        trace.done()
     return ends
 
 
@@ -95,22 +116,22 @@ def _assert_equal(what: str, got: Any, expected: Any) -> None:
 # -- fast: every default-run test steps a few hundred frames ---------------------------------
 
 @pytest.mark.parametrize("env_id", list(GAMES))
-def test_default_settings(env_id: str) -> None:
-    _compare(env_id, 100)
+def test_default_settings(env_id: str, trace: Trace) -> None:
+    _compare(env_id, 100, trace=trace)
 
 
-def test_rgb() -> None:  # the slow run covers RGB on all four games
-    _compare("Pong-v5", 100, grayscale=False)
+def test_rgb(trace: Trace) -> None:  # the slow run covers RGB on all four games
+    _compare("Pong-v5", 100, grayscale=False, trace=trace)
 
 
-def test_no_noops_and_episodic_life_cross_resets() -> None:
-    ends = _compare("Breakout-v5", 300, noop_max=0, episodic_life=True)
+def test_no_noops_and_episodic_life_cross_resets(trace: Trace) -> None:
+    ends = _compare("Breakout-v5", 300, noop_max=0, episodic_life=True, trace=trace)
     assert ends > 0, "the rollout never crossed a reset; lengthen it"
 
 
-def test_life_loss_info_keeps_playing() -> None:
+def test_life_loss_info_keeps_playing(trace: Trace) -> None:
     # terminated on a lost life, but no reset follows (ale-py resets only at game over).
-    ends = _compare("Breakout-v5", 300, life_loss_info=True)
+    ends = _compare("Breakout-v5", 300, life_loss_info=True, trace=trace)
     assert ends > 0
 
 
@@ -194,14 +215,14 @@ def test_frames_equal_ale_pys_screens_through_resets(env_id: str, autoreset: str
     assert asyncio.run(run()) >= 4, "the frames crossed too few resets"
 
 
-def test_frame_limit_truncates() -> None:
-    ends = _compare("Pong-v5", 120, max_num_frames_per_episode=150, noop_max=5)
+def test_frame_limit_truncates(trace: Trace) -> None:
+    ends = _compare("Pong-v5", 120, max_num_frames_per_episode=150, noop_max=5, trace=trace)
     assert ends > 0
 
 
-def test_sticky_actions_unclipped_rewards_full_action_space() -> None:
+def test_sticky_actions_unclipped_rewards_full_action_space(trace: Trace) -> None:
     _compare("SpaceInvaders-v5", 200, repeat_action_probability=0.25, reward_clipping=False,
-             full_action_space=True)
+             full_action_space=True, trace=trace)
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -211,12 +232,12 @@ def test_sticky_actions_unclipped_rewards_full_action_space() -> None:
     {"img_height": 100, "img_width": 80, "grayscale": False},  # one integer factor
     {"img_height": 64, "img_width": 48, "use_fire_reset": False},
 ], ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()))
-def test_preprocessing_options(kwargs: dict[str, Any]) -> None:
-    _compare("Breakout-v5", 60, **kwargs)
+def test_preprocessing_options(kwargs: dict[str, Any], trace: Trace) -> None:
+    _compare("Breakout-v5", 60, trace=trace, **kwargs)
 
 
-def test_reseeding_mid_run() -> None:
-    _compare("MsPacman-v5", 60, reseed_at=30)
+def test_reseeding_mid_run(trace: Trace) -> None:
+    _compare("MsPacman-v5", 60, reseed_at=30, trace=trace)
 
 
 def test_same_step_autoreset() -> None:
@@ -286,15 +307,18 @@ def test_ids_are_gymnasiums_ale_v5_names() -> None:
 # Names with digits, and the screens that are not 210x160 (Adventure, AirRaid: 250 rows;
 # Carnival: 214).
 @pytest.mark.parametrize("env_id", ["TicTacToe3D-v5", "Pitfall2-v5", "AirRaid-v5", "Carnival-v5"])
-def test_a_sample_of_roms_load_and_step(env_id: str) -> None:
-    _compare(env_id, 8, num_envs=1, seed=0, noop_max=3)
+def test_a_sample_of_roms_load_and_step(env_id: str, trace: Trace) -> None:
+    _compare(env_id, 8, num_envs=1, seed=0, noop_max=3, trace=trace)
 
 
-@pytest.mark.slow
-def test_every_rom_loads_and_steps() -> None:
-    ids = [i for i in aiopool.list_envs() if registry.family_of(i) is ATARI]
-    for env_id in ids:  # ~0.3 s each, mostly ALE loading the ROM on both sides
-        _compare(env_id, 8, num_envs=1, seed=0, noop_max=3)
+@pytest.mark.parametrize("env_id", sorted(i for i in aiopool.list_envs()
+                                          if registry.family_of(i) is ATARI))
+def test_every_rom_loads_and_steps(env_id: str, trace: Trace) -> None:
+    """Every game, from seeded resets through episode ends: a 40-frame limit truncates each
+    episode after 10 steps (ALE loads each ROM in ~0.3 s on each side)."""
+    ends = _compare(env_id, 24, num_envs=2, seed=0, noop_max=3, max_num_frames_per_episode=40,
+                    trace=trace)
+    assert ends >= 2
 
 
 # -- errors -----------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import asyncio
 import math
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -32,6 +32,7 @@ import pytest
 from gymnasium.envs.box2d.lunar_lander import heuristic
 from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 from helpers import step_in_mode
+from recorded import Trace, obs_by_env
 
 import aiopool
 from aiopool import registry
@@ -91,14 +92,24 @@ class Greedy:
     sampled action where it is 0 (a random step about one time in ``n``), so that episodes end
     by reaching the goal, by falling, and by the time limit."""
 
+    _solved: ClassVar[dict[str, npt.NDArray[Any]]] = {}  # a table's repr -> its q
+
     def bound(self, envs: list[gym.Env[Any, Any]]) -> Policy:
-        tables = [self._q(env.unwrapped.P) for env in envs]  # type: ignore[attr-defined]
+        tables = [self._q_of(env.unwrapped.P) for env in envs]  # type: ignore[attr-defined]
 
         def policy(obs: npt.NDArray[Any], sampled: npt.NDArray[Any]) -> npt.NDArray[Any]:
             greedy = np.array([int(np.argmax(q[int(s)])) for q, s in zip(tables, obs, strict=True)])
             return np.where(sampled == 0, sampled, greedy).astype(np.int64)
 
         return policy
+
+    def _q_of(self, table: dict[int, dict[int, list[tuple[float, int, float, bool]]]]
+              ) -> npt.NDArray[Any]:
+        """``_q`` of a table, solved once per distinct table (1 s for Taxi's)."""
+        key = repr(table)
+        if key not in self._solved:
+            self._solved[key] = self._q(table)
+        return self._solved[key]
 
     @staticmethod
     def _q(table: dict[int, dict[int, list[tuple[float, int, float, bool]]]]) -> npt.NDArray[Any]:
@@ -201,6 +212,9 @@ CASES: list[tuple[str, dict[str, Any], Policy | Greedy | Driver, tuple[str, ...]
     ("CarRacing-v3", {"continuous": False, "lap_complete_percent": 0.5, "max_episode_steps": 200},
      Driver(), ("lap_finished",)),
     ("CarRacing-v3", {"domain_randomize": True}, Driver(), ("lap_finished",)),
+    # Sampled actions (the Driver reads gymnasium's car, which a recorded case does not step):
+    # CarRacing in the default tier, through time limits.
+    ("CarRacing-v3", {"max_episode_steps": 100}, _random, ("lap_finished",)),
 ]
 
 
@@ -307,9 +321,9 @@ def _row(obs: Any, row: int) -> npt.NDArray[Any]:
 OUTCOMES = {"LunarLander": {100.0, -100.0}, "Blackjack": {-1.0, 0.0, 1.0}, "CarRacing": {-100.0}}
 
 
-# gymnasium's CarRacing draws every observation with pygame (6 ms a step): the default run has
-# its first case in next_step mode, the slow suites its other modes and the other cases in
-# next_step mode.
+# gymnasium's CarRacing draws every observation with pygame (6 ms a step): its cases run beside
+# it with the slow suites only (the first case in every mode, the others in next_step mode);
+# the default run has the recorded case of sampled actions.
 SLOW_REFERENCE = {"CarRacing-v3"}
 
 
@@ -326,9 +340,13 @@ def _cases_in_modes() -> Iterator[Any]:
             if case[0] in SLOW_REFERENCE:
                 if mode != "next_step" and not first:
                     continue  # the other modes' code is the pool's, checked on its first case
-                slow = mode != "next_step" or not first
-            yield pytest.param(*case, mode, id=f"{_case_id(case)}-{mode}",
-                               marks=[pytest.mark.slow] if slow else [])
+                # live with the slow suites (the live case is slow anyway); the recorded one,
+                # where the policy lets it have one, in the default run
+                slow = mode != "next_step"
+            marks = [pytest.mark.slow] if slow else []
+            if isinstance(case[2], Driver):
+                marks.append(pytest.mark.live_only)  # the Driver reads gymnasium's car
+            yield pytest.param(*case, mode, id=f"{_case_id(case)}-{mode}", marks=marks)
 
 
 @pytest.mark.asyncio
@@ -336,8 +354,12 @@ def _cases_in_modes() -> Iterator[Any]:
                          list(_cases_in_modes()))
 async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any],
                                               policy: Policy | Greedy | Driver,
-                                              info_keys: tuple[str, ...], mode: str) -> None:
+                                              info_keys: tuple[str, ...], mode: str,
+                                              trace: Trace) -> None:
+    """The live case steps gymnasium beside the pool; the recorded one makes gymnasium's envs
+    (toy text's policy reads their tables) but steps the pool alone, against the recording."""
     seed = 2024
+    trace.env_id = env_id
     # Frames once per case: on asyncio's loop (the loop changes nothing a frame shows).
     on_uvloop = type(asyncio.get_running_loop()).__module__.startswith("uvloop")
     render_mode = ("rgb_array" if mode == "next_step" and not on_uvloop
@@ -345,6 +367,9 @@ async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any
     ref = Reference(env_id, kwargs, seed, mode, render_mode)
     if isinstance(policy, Greedy | Driver):
         policy = policy.bound(ref.envs)
+    elif isinstance(policy, Pilot):
+        policy = Pilot()  # its step count starts at 0 in each case, whatever ran before
+    live = ref if trace.live else None
     with aiopool.make(env_id, num_envs=NUM_ENVS, batch_size=NUM_ENVS, num_threads=2, seed=seed,
                       autoreset=mode, render_mode=render_mode, **kwargs) as pool:
         assert pool.single_observation_space == ref.envs[0].observation_space
@@ -354,26 +379,27 @@ async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any
 
         pool.async_reset()
         batch = await pool.recv()
-        expected = ref.reset(seed=seed)
-        _assert_rows(batch, expected, ref.elapsed, "reset", info_keys)
-        obs = np.stack([expected[i][0] for i in range(NUM_ENVS)])
+        trace.rows(batch)
+        if live is not None:
+            _assert_rows(batch, live.reset(seed=seed), live.elapsed, "reset", info_keys)
 
         episodes = ends_seen = 0
         outcomes = set()  # the rewards of terminal steps
         if render_mode:
-            _assert_frame(pool.render([0])[0], ref.envs[0].render(), "reset")
+            _check_frame(pool, live, trace, "reset")
         for t in range(STEPS):
             sampled = np.stack([space.sample() for _ in range(NUM_ENVS)])
-            actions = _some_infinite(policy(obs, sampled), sampled)
-            batch, expected = await step_in_mode(pool, ref, actions, mode)
-            episodes += _assert_rows(batch, expected, ref.elapsed, f"step {t}", info_keys)
+            actions = _some_infinite(policy(obs_by_env(batch), sampled), sampled)
+            batch, expected = await step_in_mode(pool, live, actions, mode, trace.ended)
+            episodes += trace.rows(batch)
+            if live is not None:
+                _assert_rows(batch, expected, live.elapsed, f"step {t}", info_keys)
             ended_with = np.asarray(batch.reward)[np.asarray(batch.terminated)]
             outcomes.update(float(r) for r in ended_with)
-            obs = np.stack([expected[i][0] for i in range(NUM_ENVS)])
             if render_mode and t < FRAMES:
                 ends_seen += bool(batch.terminated[batch.env_id == 0].any()
                                   or batch.truncated[batch.env_id == 0].any())
-                _assert_frame(pool.render([0])[0], ref.envs[0].render(), f"step {t}")
+                _check_frame(pool, live, trace, f"step {t}")
         assert episodes >= NUM_ENVS, f"only {episodes} episodes ended; the test covers too little"
         wanted = set(OUTCOMES.get(env_id.split("-")[0].removesuffix("Continuous"), ()))
         wanted = set() if "max_episode_steps" in kwargs else wanted  # cut before they end
@@ -381,8 +407,18 @@ async def test_matches_gymnasium_step_by_step(env_id: str, kwargs: dict[str, Any
         assert wanted <= outcomes, f"{env_id}'s episodes ended only with {outcomes}"
         if render_mode:
             assert ends_seen, "env 0's frames crossed no episode end"
+    trace.done()
 
 
+def _check_frame(pool: aiopool.Pool, live: Reference | None, trace: Trace, where: str) -> None:
+    """Env 0's frame: against gymnasium's ``render()`` in a live case, into the digests."""
+    frame = pool.render([0])
+    trace.frames(frame, [0])
+    if live is not None:
+        _assert_frame(frame[0], live.envs[0].render(), where)
+
+
+@pytest.mark.slow  # a live reference (10 s): the exhaustive tier
 def test_car_racing_finishes_its_lap_on_gymnasium_s_step() -> None:
     """A car driven round its whole track (``Driver``, no sampled steps) finishes the lap on the
     step gymnasium's does, every observation and reward equal on the way."""

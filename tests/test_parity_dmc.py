@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 from helpers import step_in_mode
+from recorded import Trace, obs_by_env
 
 import aiopool
 from aiopool import registry
@@ -169,8 +170,8 @@ def _cases_in_modes() -> Iterator[Any]:
 @pytest.mark.asyncio
 @pytest.mark.parametrize(("env_id", "kwargs", "steps", "mode"), list(_cases_in_modes()))
 async def test_matches_dm_control_step_by_step(env_id: str, kwargs: dict[str, Any], steps: int,
-                                               mode: str) -> None:
-    await _follow_dm_control(env_id, kwargs, steps, mode, seed=2024)
+                                               mode: str, trace: Trace) -> None:
+    await _follow_dm_control(env_id, kwargs, steps, mode, seed=2024, trace=trace)
 
 
 @pytest.mark.slow
@@ -189,51 +190,69 @@ async def test_whole_episodes_match_dm_control(env_id: str) -> None:
 
 async def _follow_dm_control(env_id: str, kwargs: dict[str, Any], steps: int, mode: str, *,
                              seed: int, rewarded: bool = True,
-                             frames: dict[str, Any] | None = None) -> int:
+                             frames: dict[str, Any] | None = None,
+                             trace: Trace | None = None) -> int:
     """Step a pool and dm_control side by side (``rewarded``: some step must be rewarded);
     returns the number of episodes that ended. ``frames``: physics.render's kwargs; both sides
-    render at every step and every frame is compared."""
-    ref = Reference(env_id, kwargs, seed, mode)
+    render at every step and every frame is compared. ``trace``: the case's digests
+    (tests/recorded.py); a recorded one steps the pool alone against the recording."""
+    ref = None
+    if trace is not None:
+        trace.env_id = env_id
+    if trace is None or trace.live:
+        ref = Reference(env_id, kwargs, seed, mode)
     render = {} if frames is None else {"render_mode": "rgb_array", **frames}
     with aiopool.make(env_id, num_envs=NUM_ENVS, num_threads=2, seed=seed, autoreset=mode,
                       **kwargs, **render) as pool:
         nu = pool.single_action_space.shape[0]
-        spec = ref.envs[0].action_spec()
-        assert (spec.shape, spec.dtype) == (pool.single_action_space.shape,
-                                            pool.single_action_space.dtype)
-        assert spec.minimum.tolist() == pool.single_action_space.low.tolist()
-        assert spec.maximum.tolist() == pool.single_action_space.high.tolist()
-        limit = ref.envs[0]._step_limit
-        assert pool.spec.max_episode_steps == (int(np.ceil(limit)) if np.isfinite(limit) else 0)
+        if ref is not None:
+            spec = ref.envs[0].action_spec()
+            assert (spec.shape, spec.dtype) == (pool.single_action_space.shape,
+                                                pool.single_action_space.dtype)
+            assert spec.minimum.tolist() == pool.single_action_space.low.tolist()
+            assert spec.maximum.tolist() == pool.single_action_space.high.tolist()
+            limit = ref.envs[0]._step_limit
+            assert pool.spec.max_episode_steps == (int(np.ceil(limit)) if np.isfinite(limit)
+                                                   else 0)
         pool.async_reset()
         batch = await pool.recv()
-        expected = ref.reset(list(range(NUM_ENVS)))
-        _assert_rows(batch, expected, "reset")
+        ended = _check_rows(batch, ref and ref.reset(list(range(NUM_ENVS))), "reset", trace)
         if frames is not None:
-            _assert_frames(pool, ref, frames, "reset")
-        obs = {key: np.stack([expected[i][0][key] for i in range(NUM_ENVS)])
-               for key in expected[0][0]}
+            _assert_frames(pool, ref, frames, "reset", trace)
         rng = np.random.default_rng(seed)
-        ended = with_reward = 0
+        with_reward = 0
         for t in range(steps):
-            actions = _pump(obs, rng, nu)
-            batch, expected = await step_in_mode(pool, ref, actions, mode)
-            ended += _assert_rows(batch, expected, f"step {t}")
+            actions = _pump(obs_by_env(batch), rng, nu)
+            batch, expected = await step_in_mode(pool, ref, actions, mode,
+                                                 trace and trace.ended)
+            ended += _check_rows(batch, expected, f"step {t}", trace)
             if frames is not None:
-                _assert_frames(pool, ref, frames, f"step {t}")
+                _assert_frames(pool, ref, frames, f"step {t}", trace)
             with_reward += int(np.count_nonzero(batch.reward))
-            obs = {key: np.stack([expected[i][0][key] for i in range(NUM_ENVS)])
-                   for key in expected[0][0]}
         assert ended >= NUM_ENVS, f"only {ended} episodes ended; the test covers too little"
         if rewarded and env_id not in UNREWARDED and not kwargs.get("sparse"):
             assert with_reward > 0, "no step was rewarded; the test covers too little of the reward"
-        return ended
+    if trace is not None:
+        trace.done()
+    return ended
 
 
-def _assert_frames(pool: aiopool.Pool, ref: Reference, frames: dict[str, Any],
-                   where: str) -> None:
+def _check_rows(batch: aiopool.Batch, expected: dict[int, Any] | None, where: str,
+                trace: Trace | None) -> int:
+    """``_assert_rows`` where dm_control steps beside the pool (``expected``), and the rows'
+    digests where the case is traced; returns how many episodes ended."""
+    ended = _assert_rows(batch, expected, where) if expected is not None else 0
+    if trace is not None:
+        ended = trace.rows(batch)
+    return ended
+
+
+def _assert_frames(pool: aiopool.Pool, ref: Reference | None, frames: dict[str, Any],
+                   where: str, trace: Trace | None = None) -> None:
     got = pool.render()
-    for i, env in enumerate(ref.envs):
+    if trace is not None:
+        trace.frames(got, range(len(got)))
+    for i, env in enumerate(ref.envs if ref is not None else ()):
         want = env.physics.render(**frames)
         assert got[i].shape == want.shape, f"{where}, env {i}: frame {got[i].shape}"
         differ = int(np.any(got[i] != want, axis=-1).sum())
@@ -259,12 +278,12 @@ FRAME_CASES = [
 @pytest.mark.asyncio_loop_only
 @pytest.mark.parametrize(("env_id", "frames", "steps"), FRAME_CASES)
 async def test_frames_match_dm_control_physics_render(env_id: str, frames: dict[str, Any],
-                                                      steps: int) -> None:
+                                                      steps: int, trace: Trace) -> None:
     """4 envs' frames at every step equal dm_control's ``physics.render`` with the same kwargs,
     pixel for pixel (headless: EGL), through episode ends: 252 frames, 2,608 with the slow
     cases (every domain)."""
     ended = await _follow_dm_control(env_id, {"time_limit": 0.2}, steps, "next_step", seed=3,
-                                     rewarded=False, frames=frames)
+                                     rewarded=False, frames=frames, trace=trace)
     assert ended >= NUM_ENVS
 
 
@@ -323,29 +342,36 @@ class PixelReference(Reference):
 ], ids=["cheetah-84x84", "reacher-stack3", "finger-state+pixels-stack2", "escape-state+pixels",
         "walker-stack3"])
 async def test_pixel_observations_match_dm_control_pixels_wrapper(
-        env_id: str, obs_type: str, render: dict[str, Any], frame_stack: int, mode: str) -> None:
+        env_id: str, obs_type: str, render: dict[str, Any], frame_stack: int, mode: str,
+        trace: Trace) -> None:
     """obs_type="pixels" / "state+pixels": each row's observation is dm_control's
     ``pixels.Wrapper`` observation (pixels_only True / False; the task's parts, then "pixels"),
     drawn by the worker threads, byte for byte through episode ends in every autoreset mode;
     frame_stack stacks each part."""
     kwargs = {"time_limit": 0.1}
-    ref = PixelReference(env_id, kwargs, 5, mode, render, obs_type == "state+pixels",
-                         frame_stack)
+    trace.env_id = env_id
+    ref = None
+    if trace.live:
+        ref = PixelReference(env_id, kwargs, 5, mode, render, obs_type == "state+pixels",
+                             frame_stack)
     with aiopool.make(env_id, num_envs=NUM_ENVS, num_threads=2, seed=5, autoreset=mode,
                       obs_type=obs_type, frame_stack=frame_stack, **render, **kwargs) as pool:
         space = pool.single_observation_space
-        assert sorted(space) == sorted(ref.envs[0].observation_spec())  # a Dict sorts its keys
+        if ref is not None:  # a Dict sorts its keys
+            assert sorted(space) == sorted(ref.envs[0].observation_spec())
         assert space["pixels"].shape == ((frame_stack,) if frame_stack > 1 else ()) + (
             render["height"], render["width"], 3)
         pool.async_reset()
-        ended = _assert_rows(await pool.recv(), ref.reset(list(range(NUM_ENVS))), "reset")
+        ended = _check_rows(await pool.recv(), ref and ref.reset(list(range(NUM_ENVS))),
+                            "reset", trace)
         rng = np.random.default_rng(0)
         nu = pool.single_action_space.shape[0]
         for t in range(25):
             batch, expected = await step_in_mode(pool, ref, rng.uniform(-1, 1, (NUM_ENVS, nu)),
-                                                 mode)
-            ended += _assert_rows(batch, expected, f"step {t}")
+                                                 mode, trace.ended)
+            ended += _check_rows(batch, expected, f"step {t}", trace)
         assert ended >= 2 * NUM_ENVS
+    trace.done()
 
 
 def test_rendering_kwargs_and_cameras_are_physics_render_s() -> None:
@@ -366,6 +392,9 @@ def test_rendering_kwargs_and_cameras_are_physics_render_s() -> None:
         aiopool.make("dmc/cheetah-run", num_envs=1, render_mode="rgb_array", camera_name="side")
 
 
+# suite.load of every task (8 s): the exhaustive tier; the recorded cases digest each
+# observation part's name, dtype and shape.
+@pytest.mark.slow
 def test_ids_specs_and_kwargs_are_dm_control_s() -> None:
     """Every task of dm_control's suite has its id; specs and kwargs as suite.load's."""
     assert sorted(DMC_IDS) == sorted(f"dmc/{domain}-{task}" for domain, task in suite.ALL_TASKS)

@@ -22,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 import pytest
+from recorded import Trace
 
 import aiopool
 from aiopool._native.families import MUJOCO
@@ -193,44 +194,67 @@ async def run_beside_gymnasium(env_id: str, *, num_envs: int, steps: int, seed: 
                                kwargs: dict[str, Any], max_episode_steps: int | None,
                                actions: Any = None, frames: dict[str, Any] | None = None,
                                pixels: dict[str, Any] | None = None, frame_stack: int = 1,
-                               obs_type: str = "pixels") -> int:
+                               obs_type: str = "pixels", trace: Trace | None = None) -> int:
     """Step a pool and gymnasium side by side; returns the number of episodes that ended.
     ``frames``: rendering kwargs; both sides render and every frame is compared. ``pixels``:
     rendering kwargs of pixel observations (``obs_type``: "pixels" or "state+pixels";
     ``frame_stack``), compared with gymnasium's AddRenderObservation and
-    FrameStackObservation."""
+    FrameStackObservation. ``trace``: the case's digests (tests/recorded.py); a recorded one
+    steps the pool alone and compares its rows and frames with the recording."""
     if frames is not None:
         kwargs = {**kwargs, **frames, "render_mode": "rgb_array"}
     ours = kwargs
     if pixels is not None:
         ours = {**kwargs, **pixels, "obs_type": obs_type, "frame_stack": frame_stack}
         kwargs = {**kwargs, **pixels, "render_mode": "rgb_array"}
-    ref = Reference(env_id, num_envs, kwargs, max_episode_steps,
-                    frame_stack=frame_stack if pixels is not None else 0, seed=seed,
-                    with_state=obs_type == "state+pixels")
+    ref = None
+    if trace is not None:
+        trace.env_id = env_id
+    if trace is None or trace.live:
+        ref = Reference(env_id, num_envs, kwargs, max_episode_steps,
+                        frame_stack=frame_stack if pixels is not None else 0, seed=seed,
+                        with_state=obs_type == "state+pixels")
     with aiopool.make(env_id, num_envs=num_envs, seed=seed, max_episode_steps=max_episode_steps,
                       **ours) as pool:
-        assert pool.single_observation_space == ref.envs[0].observation_space
-        assert pool.single_action_space == ref.envs[0].action_space
+        if ref is not None:
+            assert pool.single_observation_space == ref.envs[0].observation_space
+            assert pool.single_action_space == ref.envs[0].action_space
         space = pool.single_action_space
         space.seed(seed)
         pool.async_reset()
-        episodes = assert_rows(env_id, await pool.recv(), ref.reset(seed), "reset")
+        episodes = check_rows(env_id, await pool.recv(), ref.reset(seed) if ref else None,
+                              "reset", trace)
         if frames is not None:
-            assert_frames(env_id, pool, ref, "reset")
+            assert_frames(env_id, pool, ref, "reset", trace)
         for t in range(steps):
             a = (np.stack([space.sample() for _ in range(num_envs)]) if actions is None
                  else actions(t, space))
             batch = await pool.step(a)
-            episodes += assert_rows(env_id, batch, ref.step(a), f"step {t}")
+            episodes += check_rows(env_id, batch, ref.step(a) if ref else None, f"step {t}", trace)
             if frames is not None:
-                assert_frames(env_id, pool, ref, f"step {t}")
-        return episodes
+                assert_frames(env_id, pool, ref, f"step {t}", trace)
+    if trace is not None:
+        trace.done()
+    return episodes
 
 
-def assert_frames(env_id: str, pool: aiopool.Pool, ref: Reference, where: str) -> None:
+def check_rows(env_id: str, batch: aiopool.Batch, expected: dict[int, Any] | None, where: str,
+               trace: Trace | None) -> int:
+    """``assert_rows`` where gymnasium steps beside the pool (``expected``), and the rows'
+    digests where the case is traced; returns how many episodes ended."""
+    ended = assert_rows(env_id, batch, expected, where) if expected is not None else None
+    if trace is not None:
+        ended = trace.rows(batch)
+    assert ended is not None
+    return ended
+
+
+def assert_frames(env_id: str, pool: aiopool.Pool, ref: Reference | None, where: str,
+                  trace: Trace | None = None) -> None:
     frames = pool.render()
-    for i, env in enumerate(ref.envs):
+    if trace is not None:
+        trace.frames(frames, range(len(frames)))
+    for i, env in enumerate(ref.envs if ref is not None else ()):
         want = _OwnContext(env).render()
         assert frames[i].shape == want.shape, f"{env_id} {where}, env {i}: frame shape"
         differ = int(np.any(frames[i] != want, axis=-1).sum())
@@ -243,7 +267,9 @@ def assert_frames(env_id: str, pool: aiopool.Pool, ref: Reference, where: str) -
 @pytest.mark.parametrize("env_id", ALL)
 async def test_frames_match_gymnasium(env_id: str) -> None:
     """82 frames of each env (2 envs x 41 steps) through 4 episode ends each, at each env's
-    default camera: 902 in all, 1,070 with the next test's."""
+    default camera: 902 in all, 1,070 with the next test's. (Drawing them costs 5-9 s an env
+    on llvmpipe, the reference's a little more: the default tier's frames are the next
+    test's.)"""
     episodes = await run_beside_gymnasium(env_id, num_envs=2, steps=40, seed=11, kwargs={},
                                           max_episode_steps=9, frames={"width": 64,
                                                                        "height": 48})
@@ -259,9 +285,10 @@ async def test_frames_match_gymnasium(env_id: str) -> None:
                                                           "trackbodyid": 1}},
     {"width": 64, "height": 64, "visual_options": {2: True}, "max_geom": 500},
 ], ids=["camera_id", "camera_name", "default_camera_config", "visual_options"])
-async def test_frames_match_gymnasium_with_rendering_kwargs(frames: dict[str, Any]) -> None:
+async def test_frames_match_gymnasium_with_rendering_kwargs(frames: dict[str, Any],
+                                                            trace: Trace) -> None:
     await run_beside_gymnasium("Hopper-v5", num_envs=2, steps=20, seed=5, kwargs={},
-                               max_episode_steps=8, frames=frames)
+                               max_episode_steps=8, frames=frames, trace=trace)
 
 
 @pytest.mark.asyncio
@@ -282,7 +309,8 @@ async def test_frames_match_gymnasium_with_rendering_kwargs(frames: dict[str, An
         "Hopper-state+pixels-stack2", "Ant-options-stack2", "Walker2d-camera-stack4",
         "Humanoid-state+pixels-stack3"])
 async def test_pixel_observations_match_gymnasium(env_id: str, pixels: dict[str, Any],
-                                                  frame_stack: int, obs_type: str) -> None:
+                                                  frame_stack: int, obs_type: str,
+                                                  trace: Trace) -> None:
     """obs_type="pixels": each row's observation is gymnasium's AddRenderObservation frame
     (stacked by FrameStackObservation, padded with the reset frame), byte for byte, through
     episode ends; rewards and infos stay the state env's. "state+pixels" (odd frame sizes, so
@@ -290,24 +318,26 @@ async def test_pixel_observations_match_gymnasium(env_id: str, pixels: dict[str,
     stacked as FrameStackObservation stacks a Dict."""
     episodes = await run_beside_gymnasium(env_id, num_envs=2, steps=30, seed=3, kwargs={},
                                           max_episode_steps=7, pixels=pixels,
-                                          frame_stack=frame_stack, obs_type=obs_type)
+                                          frame_stack=frame_stack, obs_type=obs_type,
+                                          trace=trace)
     assert episodes >= 2 * 3
 
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("env_id", ALL)
-async def test_default_kwargs_match_gymnasium(env_id: str) -> None:
+async def test_default_kwargs_match_gymnasium(env_id: str, trace: Trace) -> None:
     # A short time limit so that every env truncates (and autoresets) several times.
     episodes = await run_beside_gymnasium(env_id, num_envs=3, steps=250, seed=7, kwargs={},
-                                          max_episode_steps=60)
+                                          max_episode_steps=60, trace=trace)
     assert episodes >= 3 * 4
 
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("env_id", ALL)
-async def test_non_default_kwargs_match_gymnasium(env_id: str) -> None:
+async def test_non_default_kwargs_match_gymnasium(env_id: str, trace: Trace) -> None:
     episodes = await run_beside_gymnasium(env_id, num_envs=2, steps=200, seed=123,
-                                          kwargs=KWARGS[env_id], max_episode_steps=80)
+                                          kwargs=KWARGS[env_id], max_episode_steps=80,
+                                          trace=trace)
     assert episodes >= 2 * 2
 
 

@@ -126,7 +126,8 @@ def test_strict_is_cleanrls_loop_on_the_same_device(device: str) -> None:
             assert_close_training(mine, theirs, lengths)
 
 
-@pytest.mark.parametrize("fresh_weights", [True, pytest.param(False, marks=pytest.mark.slow)])
+@pytest.mark.slow  # a training run: the exhaustive tier
+@pytest.mark.parametrize("fresh_weights", [True, False])
 def test_continuous_overlapped_changes_only_the_schedule(fresh_weights: bool) -> None:
     # One env: the first rollout comes from the initial weights in both modes, step for step.
     # Its update is CleanRL's in strict mode and the decoupled one overlapped, which without
@@ -187,6 +188,7 @@ def test_shared_weights_carry_the_learners_newest_weights_to_the_actor() -> None
     assert not shared.flat.any()
 
 
+@pytest.mark.slow  # a training run: the exhaustive tier
 def test_fresh_weights_start_the_envs_of_a_rollout_together(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # The learner's progress moves while the actor decides which envs may start the next
@@ -207,6 +209,7 @@ def test_fresh_weights_start_the_envs_of_a_rollout_together(
     assert reads  # the gate was consulted
 
 
+@pytest.mark.slow  # a training run: the exhaustive tier
 def test_continuous_halves_of_the_envs_overlap_stepping_and_inference() -> None:
     args = continuous("HalfCheetah-v5", 4, 32, 2, num_minibatches=4, update_epochs=1)
     out = asyncio.run(mujoco.main(args))
@@ -275,6 +278,7 @@ def test_training_benchmark_sizes_reach_both_examples() -> None:
     assert atari.parse_args([]).cuda_graph and not atari.parse_args(["--no-cuda-graph"]).cuda_graph
 
 
+@pytest.mark.slow  # a training run: the exhaustive tier
 @pytest.mark.timeout(180)
 def test_atari_overlapped_actor_does_not_wait_on_envs_the_learner_needs(
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -488,6 +492,7 @@ def test_atari_decoupled_update_without_lag_is_cleanrls_bit_for_bit() -> None:
     assert {s: s1[s] for s in CLEANRL_STATS} == {s: s0[s] for s in CLEANRL_STATS}
 
 
+@pytest.mark.slow  # a training run: the exhaustive tier
 def test_atari_rollout_frames_reach_the_learner_through_shared_slots() -> None:
     # Overlapped: a rollout's frames live in a shared slot and travel to the learner without
     # them; its update is the update of the same rollout sent whole, bit for bit.
@@ -535,6 +540,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow  # a training run: the exhaustive tier
 def test_atari_learner_process_exits_when_the_actor_is_killed() -> None:
     # SIGKILL leaves the executor no chance to stop its worker: the learner sees its parent
     # gone and exits, instead of waiting for work forever with its memory.

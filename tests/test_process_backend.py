@@ -474,6 +474,7 @@ async def test_restart_replaces_a_dead_worker_and_the_stream_goes_on(
     assert "restarted with fresh envs (1 restarts)" in warned[0]
 
 
+@pytest.mark.slow  # 7 s of restarts: the exhaustive tier
 @pytest.mark.asyncio
 async def test_a_worker_that_cannot_make_its_envs_again_is_not_restarted_forever(
         tmp_path: Any) -> None:
@@ -694,6 +695,7 @@ def test_make_gymnasium_takes_an_env_factory() -> None:
         ref.close()
 
 
+@pytest.mark.slow  # benchmarks: the exhaustive tier
 def test_the_python_envs_benchmark_runs(tmp_path: Any) -> None:
     proc = subprocess.run([sys.executable, "benchmarks/python_envs.py", "--quick", "--out",
                            str(tmp_path)], capture_output=True, text=True, timeout=300,
