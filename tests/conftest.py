@@ -64,8 +64,7 @@ def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, LoopFacto
 CONTRACT_SUITES = {
     "test_basics.py", "test_bad_input.py", "test_cancellation.py", "test_close.py",
     "test_consumers.py", "test_fairness.py", "test_fault_delivery.py", "test_lifetime.py",
-    "test_loop_change.py", "test_stateful.py", "test_stateful_process.py", "test_timeouts.py",
-    "test_waiters.py", "test_zero_copy.py"}
+    "test_loop_change.py", "test_stateful.py", "test_timeouts.py", "test_waiters.py"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -633,6 +633,7 @@ async def test_a_recv_parked_on_a_dying_actor_does_not_hang(via: str) -> None:
         assert errors == ["ActorDied", "NothingInFlight"]
 
 
+@pytest.mark.slow  # Ray, 2-7 s: the exhaustive tier
 @ASYNCIO_ONLY
 async def test_restart_resumes_with_fresh_episodes_and_nothing_twice() -> None:
     with _counting(num_envs=8, batch_size=2, num_actors=2, seed=5, restart=True,
@@ -680,6 +681,7 @@ async def _restarted(pool: RemotePool, index: int, old_pid: int) -> None:
     raise AssertionError(f"actor {index} was not restarted within 30 s")
 
 
+@pytest.mark.slow  # Ray, 2-7 s: the exhaustive tier
 @ASYNCIO_ONLY
 async def test_an_actor_restarted_while_the_user_held_all_its_envs_goes_on() -> None:
     """Nothing was in flight to the actor when it died, so no call failed: the first call to
@@ -699,6 +701,7 @@ async def test_an_actor_restarted_while_the_user_held_all_its_envs_goes_on() -> 
         assert pool.restarts == [1, 0]
 
 
+@pytest.mark.slow  # Ray, 2-7 s: the exhaustive tier
 @ASYNCIO_ONLY
 async def test_rollouts_go_on_after_an_actor_restarted_while_the_consumer_held_its_fragment(
         ) -> None:
@@ -827,6 +830,7 @@ cluster.shutdown()
 # -- no Ray process left behind ------------------------------------------------------------
 
 
+@pytest.mark.slow  # Ray, 2-7 s: the exhaustive tier
 def test_no_ray_process_left_after_close_and_shutdown() -> None:
     code = """
 import asyncio, os, sys, time
@@ -986,6 +990,7 @@ async def test_rollouts_equal_a_local_pool_stepped_with_the_same_policy(batch_si
         np.testing.assert_array_equal(got_rew, np.array(want_rew)[:, cols])
 
 
+@pytest.mark.slow  # Ray, 2-7 s: the exhaustive tier
 @ASYNCIO_ONLY
 async def test_each_actors_fragments_come_in_the_order_it_made_them() -> None:
     """A slow consumer lets several fragments of an actor finish before it looks: they still
@@ -1180,6 +1185,7 @@ async def test_the_cem_example_runs_its_loop_on_a_remote_pool() -> None:
     assert result["generations"] == 2 and result["env_steps"] > 0
 
 
+@pytest.mark.slow  # Ray, 2-7 s: the exhaustive tier
 @ASYNCIO_ONLY
 async def test_a_rendering_remote_pool_draws_each_actors_envs() -> None:
     """render_mode travels to the actors' pools; render / arender give the frames of envs held

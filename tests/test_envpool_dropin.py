@@ -190,8 +190,11 @@ def _same_space(mine: gym.Space[Any], theirs: gym.Space[Any], task_id: str) -> N
 
 
 @needs_envpool
-@pytest.mark.parametrize("env_type", ["gym", "gymnasium", "dm"])
-@pytest.mark.parametrize("task_id", SIDE_BY_SIDE)
+@pytest.mark.parametrize(("task_id", "env_type"), [
+    # each task in one env type in the default tier (the types in turn), in all with the slow
+    pytest.param(task_id, env_type, marks=[] if k % 3 == t else [pytest.mark.slow])
+    for k, task_id in enumerate(SIDE_BY_SIDE)
+    for t, env_type in enumerate(["gym", "gymnasium", "dm"])])
 def test_return_shapes_and_spaces_match_envpool(task_id: str, env_type: str) -> None:
     made = [m.make(task_id, env_type=env_type, num_envs=3) for m in (ours, real())]
     envpool_only = frozenset(ENVPOOL_ONLY_KEYS.get(task_id, ()))

@@ -151,14 +151,20 @@ def _one_task_per_domain(excluding: tuple[str, ...] = ()) -> list[str]:
     return list(tasks.values())
 
 
+# The tasks whose time-limited case runs in the other autoreset modes in the default tier, one
+# of each kind: few and many observation parts (cartpole, walker), contacts (cheetah, finger),
+# targets the task moves at reset (point_mass, manipulator). Every task runs them with the slow
+# suites.
+ALL_MODES_DEFAULT = {"dmc/cartpole-balance", "dmc/cheetah-run", "dmc/walker-run",
+                     "dmc/point_mass-easy", "dmc/finger-spin", "dmc/manipulator-bring_ball"}
+
+
 def _cases_in_modes() -> Iterator[Any]:
     """Every case in every autoreset mode. The other modes run the same arithmetic as next_step
     and the pool's own autoreset code, so they run on the asyncio loop only, and in the default
-    run for one task of each domain that steps fast (none of the dog's: 3 s a case); every task
-    runs them with the slow suites."""
-    quick = _one_task_per_domain(excluding=SLOW_STEPPING)
+    run for the tasks of ``ALL_MODES_DEFAULT``; every task runs them with the slow suites."""
     default = [case for case in CASES[:len(DMC_IDS)]  # the time-limited case of each task
-               if case[0] in quick]
+               if case[0] in ALL_MODES_DEFAULT]
     for mode in MODES:
         for case in CASES:
             marks = [] if mode == "next_step" else [pytest.mark.asyncio_loop_only]

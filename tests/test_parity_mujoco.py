@@ -278,12 +278,13 @@ async def test_frames_match_gymnasium(env_id: str) -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.asyncio_loop_only
-@pytest.mark.parametrize("frames", [
+@pytest.mark.parametrize("frames", [  # ~3 s each: two in the default tier
     {"width": 80, "height": 60, "camera_id": 0},
-    {"width": 80, "height": 60, "camera_name": "track"},
+    pytest.param({"width": 80, "height": 60, "camera_name": "track"}, marks=pytest.mark.slow),
     {"width": 72, "height": 72, "default_camera_config": {"distance": 2.5, "elevation": -10.0,
                                                           "trackbodyid": 1}},
-    {"width": 64, "height": 64, "visual_options": {2: True}, "max_geom": 500},
+    pytest.param({"width": 64, "height": 64, "visual_options": {2: True}, "max_geom": 500},
+                 marks=pytest.mark.slow),
 ], ids=["camera_id", "camera_name", "default_camera_config", "visual_options"])
 async def test_frames_match_gymnasium_with_rendering_kwargs(frames: dict[str, Any],
                                                             trace: Trace) -> None:
@@ -295,8 +296,9 @@ async def test_frames_match_gymnasium_with_rendering_kwargs(frames: dict[str, An
 @pytest.mark.asyncio_loop_only
 @pytest.mark.parametrize(("env_id", "pixels", "frame_stack", "obs_type"), [
     ("HalfCheetah-v5", {"width": 84, "height": 84}, 1, "pixels"),
-    ("Hopper-v5", {"width": 64, "height": 48}, 3, "pixels"),
-    ("Swimmer-v5", {"width": 33, "height": 21}, 1, "state+pixels"),
+    pytest.param("Hopper-v5", {"width": 64, "height": 48}, 3, "pixels", marks=pytest.mark.slow),
+    pytest.param("Swimmer-v5", {"width": 33, "height": 21}, 1, "state+pixels",
+                 marks=pytest.mark.slow),
     ("Hopper-v5", {"width": 31, "height": 17}, 2, "state+pixels"),
     pytest.param("Ant-v5", {"width": 48, "height": 64, "camera_id": -1,
                             "visual_options": {2: True}}, 2, "pixels", marks=pytest.mark.slow),

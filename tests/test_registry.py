@@ -98,6 +98,7 @@ def test_each_family_declares_the_ids_its_module_registers() -> None:
     assert aiopool.list_envs() == listed
 
 
+@pytest.mark.slow  # every env (5 s): the exhaustive tier
 def test_the_specs_rejects_nan_actions_is_what_send_enforces() -> None:
     # Each family's ids, at most 12 (Atari's 104 games load a ROM each and are all discrete).
     modules = registry._modules()
