@@ -92,6 +92,7 @@ class Holders:
         self._picked = np.zeros(num_envs, dtype=bool)  # sent_ids' scratch: the envs sent
         self._next = 0
         self._watched: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+        self._last_watched: object = None  # the holder of the last batch handed out
         self._on_task_done = _weak_task_done(weakref.ref(self))  # one object: removable
         self.on_release: Callable[[], None] | None = None
 
@@ -104,11 +105,14 @@ class Holders:
         batch's token."""
         self._next += 1
         self._held[self._next] = _Held(holder, env_id, group)
-        if isinstance(holder, weakref.ref):
+        if isinstance(holder, weakref.ref) and holder is not self._last_watched:
             task = holder()
             if isinstance(task, asyncio.Task) and task not in self._watched:
                 self._watched.add(task)
                 task.add_done_callback(self._on_task_done)
+            # A task's weak reference is one object while it lives (weakref.ref(task) gives
+            # it back): the next batch of the same task skips the WeakSet's lookup.
+            self._last_watched = holder
         return self._next
 
     def close(self) -> None:
@@ -132,6 +136,7 @@ class Holders:
                 with contextlib.suppress(RuntimeError):  # closed meanwhile: it never runs again
                     loop.call_soon_threadsafe(task.remove_done_callback, self._on_task_done)
         self._watched = weakref.WeakSet()
+        self._last_watched = None
 
     def sent(self, token: int) -> None:
         """Every row of the batch ``token`` was sent: it counts as in flight now."""

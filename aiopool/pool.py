@@ -686,6 +686,8 @@ class Pool:
         receivers ahead do not matter: what they get, they may send back."""
         if self._returned:
             return
+        if int(self._native.rows_in_flight) >= self.batch_size:
+            return  # the steps in flight fill a batch: no need to count the holders' rows
         parked = self._parked()
         parked.add(holder)
         untaken, held = self._rows_coming(parked)
