@@ -151,6 +151,7 @@ def matrix_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
             proc.wait()
 
 
+@pytest.mark.timeout(1200)  # the first entry waits for its run, which shares the cores
 @pytest.mark.parametrize(("env", "corename"), MATRIX)
 def test_parity_under_other_cpus_kernels(env: dict[str, str], corename: bytes | None,
                                          matrix_runs: dict[str, Any],
