@@ -273,10 +273,6 @@ class Trace:
         for k, env in enumerate(np.asarray(env_ids).tolist()):
             self._env(int(env)).add(iter([("frame", np.asarray(frames[k]))]))
 
-    def value(self, env: int, name: str, value: Any) -> None:
-        """Digest any other value the case checks against its reference."""
-        self._env(env).add(iter([(name, np.asarray(value))]))
-
     def done(self) -> None:
         """Compare the digests with the recording (or keep them to be written)."""
         self.finished = True
