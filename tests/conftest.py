@@ -67,6 +67,34 @@ CONTRACT_SUITES = {
     "test_loop_change.py", "test_stateful.py", "test_timeouts.py", "test_waiters.py"}
 
 
+# Under pytest-xdist (``pytest -m slow -n auto``), the parity suites' cases spread over the
+# workers one by one: each steps its own pool and reference. Every other file runs whole on one
+# worker, as its module fixtures expect (one Ray, one MLServer, one build of the C++ core
+# tests, one CPU-kernel matrix); the two Ray files share one worker. The largest units go
+# first. (xdist's own ``xdist_group`` marks do not reach its scheduler under pytest 9.2.)
+SHARED_UNITS = {"test_contract_on_ray.py": "ray", "test_distributed.py": "ray"}
+
+
+def xdist_unit(nodeid: str) -> str:
+    """The unit of work ``nodeid`` belongs to: itself for a parity case, else its file's."""
+    path = nodeid.split("::", 1)[0]
+    name = path.rsplit("/", 1)[-1]
+    if name.startswith("test_parity_"):
+        return nodeid
+    return SHARED_UNITS.get(name, path)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Units(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_unit(nodeid)
+
+    return Units(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A uvloop case outside ``CONTRACT_SUITES`` is marked slow. A recorded parity case
     (tests/recorded.py) is the default tier's: a case marked slow (whose live case runs with
