@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Collection
@@ -42,10 +43,40 @@ def current_holder() -> object:
     event loop runs. Weak: a finished task whose result is a batch must not be kept alive by
     the count of held batches (it would keep the batch, and so its count, forever)."""
     if asyncio._get_running_loop() is not None:
-        task = asyncio.current_task()
-        if task is not None:
-            return weakref.ref(task)
+        return task_holder()
     return threading.get_ident()
+
+
+if sys.version_info >= (3, 12):
+    _task_of = asyncio.current_task
+else:  # 3.11's current_task is Python code that reads this dict of C's (3.12's is C)
+    _task_of = asyncio.tasks._current_tasks.get  # type: ignore[attr-defined]
+
+
+class _LastLoop(threading.local):
+    loop: asyncio.AbstractEventLoop | None = None
+
+
+_LAST_LOOP = _LastLoop()
+
+
+def task_holder() -> object:
+    """``current_holder()`` where a loop runs (a receive's coroutine), once a batch. The loop
+    last seen running on this thread is asked for its current task first: asking for the
+    running loop costs a getpid() system call per call (CPython 3.11's fork check), a third of
+    a CartPole batch's Python time. That loop has a current task only while it runs, and a
+    thread runs one loop at a time, so a task found is this coroutine's; none found (the loop
+    stopped, another one runs), the running loop is asked and remembered. (A loop that moved
+    to another thread while this one runs a loop of its own would be asked wrongly: asyncio
+    runs a loop on the thread that made it, in practice.)"""
+    loop = _LAST_LOOP.loop
+    task = _task_of(loop) if loop is not None else None
+    if task is None:
+        loop = _LAST_LOOP.loop = asyncio.get_running_loop()
+        task = _task_of(loop)
+        if task is None:
+            return threading.get_ident()
+    return weakref.ref(task)
 
 
 def weak_call(method: weakref.WeakMethod[Callable[[], None]]) -> Callable[[], None]:
@@ -70,17 +101,12 @@ def call_soon_weakly(loop: asyncio.AbstractEventLoop, method: Callable[[], None]
     return True
 
 
-class _Held:
-    __slots__ = ("env_id", "group", "holder", "rows", "sent")
-
-    def __init__(self, holder: object, env_id: npt.NDArray[Any], group: int) -> None:
-        self.holder = holder
-        self.env_id = env_id
-        self.rows = len(env_id)  # rows not sent yet
-        self.group = group  # batches never span groups (a Ray actor's envs); 0 elsewhere
-        # Which rows were sent, once some (not all) were by pool.send / async_reset: made
-        # then, never per batch handed out.
-        self.sent: npt.NDArray[np.bool_] | None = None
+# A held batch's record, a list (made per batch handed out: a list costs a third of a slotted
+# object's construction): [holder, env_id, rows not sent yet, group (batches never span groups:
+# a Ray actor's envs; 0 elsewhere), which rows were sent (None until some, not all, were by
+# pool.send / async_reset: made then, never per batch handed out)].
+HOLDER, ENV_ID, ROWS, GROUP, SENT = range(5)
+_Held = list[Any]
 
 
 class Holders:
@@ -95,6 +121,9 @@ class Holders:
         self._last_watched: object = None  # the holder of the last batch handed out
         self._on_task_done = _weak_task_done(weakref.ref(self))  # one object: removable
         self.on_release: Callable[[], None] | None = None
+        # sent(token, None): every row of the batch ``token`` was sent, it counts as in flight
+        # now (the dict's own pop: no Python call per batch sent).
+        self.sent: Callable[[int, None], _Held | None] = self._held.pop
 
     def __bool__(self) -> bool:
         """Whether any batch is held (one dict read: safe beside a finaliser's release)."""
@@ -103,9 +132,9 @@ class Holders:
     def hand_out(self, env_id: npt.NDArray[Any], holder: object, group: int = 0) -> int:
         """Count ``env_id``'s rows as held by ``holder`` (``current_holder()``); returns the
         batch's token."""
-        self._next += 1
-        self._held[self._next] = _Held(holder, env_id, group)
-        if isinstance(holder, weakref.ref) and holder is not self._last_watched:
+        self._next = token = self._next + 1
+        self._held[token] = [holder, env_id, len(env_id), group, None]
+        if holder is not self._last_watched and isinstance(holder, weakref.ref):
             task = holder()
             if isinstance(task, asyncio.Task) and task not in self._watched:
                 self._watched.add(task)
@@ -113,7 +142,7 @@ class Holders:
             # A task's weak reference is one object while it lives (weakref.ref(task) gives
             # it back): the next batch of the same task skips the WeakSet's lookup.
             self._last_watched = holder
-        return self._next
+        return token
 
     def close(self) -> None:
         """The pool closed: no batch counts as held, and no task calls back any more. Any
@@ -138,10 +167,6 @@ class Holders:
         self._watched = weakref.WeakSet()
         self._last_watched = None
 
-    def sent(self, token: int) -> None:
-        """Every row of the batch ``token`` was sent: it counts as in flight now."""
-        self._held.pop(token, None)
-
     def sent_ids(self, env_ids: npt.ArrayLike | None) -> int:
         """``pool.send`` or ``async_reset`` to ``env_ids`` (None: every env): each env's held
         row is sent; returns how many held rows that ended.
@@ -155,34 +180,35 @@ class Holders:
         sync adapters send each step, and a held batch's own env_id (none of its rows sent)
         is that batch; both skip the search (np.isin per held batch cost ~13 µs a step)."""
         if env_ids is None or len(env_ids) == self._num_envs:  # type: ignore[arg-type]
-            ended = sum(held.rows for held in list(self._held.values()))
+            ended: int = sum(held[ROWS] for held in list(self._held.values()))
             self._held.clear()
             return ended
         ids = np.asarray(env_ids)
         items = list(self._held.items())  # a finaliser may release one meanwhile
         for token, held in items:
-            if held.sent is None and (held.env_id is ids or (
-                    held.env_id.shape == ids.shape and np.array_equal(held.env_id, ids))):
+            own = held[ENV_ID]
+            if held[SENT] is None and (own is ids or (
+                    own.shape == ids.shape and np.array_equal(own, ids))):
                 self._held.pop(token, None)  # pool.send(actions, batch.env_id): no search
-                return held.rows
+                return int(held[ROWS])
         picked = self._picked
         picked[ids] = True
         ended = 0
         for token, held in items:
-            hit = picked[held.env_id]
-            if held.sent is not None:
-                hit &= ~held.sent
+            hit = picked[held[ENV_ID]]
+            if held[SENT] is not None:
+                hit &= ~held[SENT]
             n = int(np.count_nonzero(hit))
             if not n:
                 continue
             ended += n
-            held.rows -= n
-            if held.rows <= 0:
+            held[ROWS] -= n
+            if held[ROWS] <= 0:
                 self._held.pop(token, None)
-            elif held.sent is None:
-                held.sent = hit
+            elif held[SENT] is None:
+                held[SENT] = hit
             else:
-                held.sent |= hit
+                held[SENT] |= hit
         picked[ids] = False
         return ended
 
@@ -194,24 +220,24 @@ class Holders:
 
     def give_back(self, token: int) -> None:
         """A cancelled receiver put the batch back in the queue: it is queued, not held."""
-        self.sent(token)
+        self._held.pop(token, None)
 
     def release(self, token: int) -> None:
         """The batch ``token`` will not be sent (released, dropped): its rows stop counting."""
         held = self._held.pop(token, None)
-        if held is not None and held.rows > 0 and self.on_release is not None:
+        if held is not None and held[ROWS] > 0 and self.on_release is not None:
             self.on_release()
 
     def held_by(self, holder: object) -> int:
         """Rows ``holder`` holds: batches it received and has not sent."""
-        return sum(held.rows for held in list(self._held.values()) if held.holder is holder)
+        return sum(held[ROWS] for held in list(self._held.values()) if held[HOLDER] is holder)
 
     def held_by_others(self, parked: Collection[object]) -> dict[int, int]:
         """Rows held by holders not in ``parked``, by group: rows that may still be sent."""
         out: dict[int, int] = {}
         for held in list(self._held.values()):  # a finaliser may release one meanwhile
-            if held.holder not in parked:
-                out[held.group] = out.get(held.group, 0) + held.rows
+            if held[HOLDER] not in parked:
+                out[held[GROUP]] = out.get(held[GROUP], 0) + held[ROWS]
         return out
 
     def describe_others(self, parked: Collection[object]) -> list[str]:
@@ -219,8 +245,8 @@ class Holders:
         thread, with how many rows each holds (for the warning of a receive that waits long)."""
         rows: dict[object, int] = {}
         for held in list(self._held.values()):
-            if held.holder not in parked:
-                rows[held.holder] = rows.get(held.holder, 0) + held.rows
+            if held[HOLDER] not in parked:
+                rows[held[HOLDER]] = rows.get(held[HOLDER], 0) + held[ROWS]
         out = []
         for holder, n in rows.items():
             task = holder() if isinstance(holder, weakref.ref) else None
@@ -243,7 +269,7 @@ class Holders:
         if not task.cancelled() and getattr(task, "_exception", None) is None:
             return
         key = weakref.ref(task)
-        for token in [t for t, h in list(self._held.items()) if h.holder == key]:
+        for token in [t for t, h in list(self._held.items()) if h[HOLDER] == key]:
             self.release(token)
 
 

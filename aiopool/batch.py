@@ -107,8 +107,12 @@ class Batch:
             raise ValueError(f"this batch (env_id {self.env_id.tolist()}) was already sent: its "
                              "envs' next results come in a later batch; pool.send(actions, "
                              "batch.env_id) sends to its envs again")
-        pool._send_batch(actions, self)
+        pool._send(actions, self.env_id)
         self._sent = True
+        token = self._token
+        if token:  # its rows are no longer held by anyone
+            self._token = 0
+            pool._holders.sent(token, None)
 
     def _moved(self) -> Batch:
         """The same rows in a new Batch object, handed to nobody: a batch given back by a

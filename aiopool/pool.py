@@ -36,7 +36,7 @@ import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 
-from ._holders import Holders, call_soon_weakly, current_holder, weak_call
+from ._holders import Holders, call_soon_weakly, current_holder, task_holder, weak_call
 from ._waiting import Doorbell, Item
 from .batch import Batch, splitter
 from .errors import EnvError, NothingInFlight, PoolClosed, WorkerDied
@@ -309,13 +309,6 @@ class Pool:
             checked = self._all_ids if env_ids is None else self._as_ids(env_ids)
             self._native.send(self._as_actions(actions, len(checked)), checked)
 
-    def _send_batch(self, actions: npt.ArrayLike, batch: Batch) -> None:
-        """``batch.send``: the batch's rows are no longer held by anyone."""
-        self._send(actions, batch.env_id)
-        if batch._token:
-            self._holders.sent(batch._token)
-            batch._token = 0
-
     # -- receiving ------------------------------------------------------------------------
 
     def try_recv(self) -> Batch | None:
@@ -357,32 +350,51 @@ class Pool:
         an env's error or a worker's death already handed to it) goes back to the front of
         the queue and the next ``recv`` gets it.
         """
-        self._check_open()
+        if self._state is not PoolState.OPEN:
+            self._check_open()
         if timeout is not None:
             timeout = _finite_or_none(timeout)
+        holder = task_holder()
+        batch = self._recv_now(timeout, holder)
+        if batch is None:
+            return await self._park(timeout, holder)
+        if self._streak >= _YIELD_EVERY or (
+                time.perf_counter_ns() - self._last_yield > _YIELD_AFTER_NS):
+            await self._yield_holding(batch)
+        return batch
+
+    def _recv_now(self, timeout: float | None, holder: object) -> Batch | None:
+        """``recv`` up to parking: a batch handed to ``holder``, or None (it must park)."""
         self._streak += 1
-        holder = current_holder()
         try:
-            batch = self._take_in_turn(timeout, holder)
+            # A ready batch nobody parked waits for: _take_in_turn's first rung, inline.
+            batch = None if self._doorbell.serve() else self._take()
+            if batch is None:
+                batch = self._take_in_turn(timeout, holder)
         except EnvError as e:
             self._hand_out(e.batch, holder)
             raise
         if batch is not None:
-            self._hand_out(batch, holder)
-            if self._streak >= _YIELD_EVERY or (
-                    time.perf_counter_ns() - self._last_yield > _YIELD_AFTER_NS):
-                # Yield with the batch in hand, so receivers are still served in call order.
-                try:
-                    await asyncio.sleep(0)
-                except BaseException:
-                    self._doorbell.give_back(batch)
-                    raise
-                self._check_open()
-                self._streak = 0
-                self._last_yield = time.perf_counter_ns()
+            batch._token = self._holders.hand_out(batch.env_id, holder)
             return batch
         self._streak = 0
         self._last_yield = time.perf_counter_ns()
+        return None
+
+    async def _yield_holding(self, batch: Batch) -> None:
+        """Yield to the loop with the batch in hand, so receivers are still served in call
+        order (every ``_YIELD_EVERY`` batches received without waiting, or after ~1 ms)."""
+        try:
+            await asyncio.sleep(0)
+        except BaseException:
+            self._doorbell.give_back(batch)
+            raise
+        self._check_open()
+        self._streak = 0
+        self._last_yield = time.perf_counter_ns()
+
+    async def _park(self, timeout: float | None, holder: object) -> Batch:
+        """``recv``'s last rung: wait in the doorbell for the next batch."""
         self._parked_since[holder] = time.monotonic()
         if self._stuck_timer is None:
             self._stuck_timer = asyncio.get_running_loop().call_later(
@@ -412,9 +424,18 @@ class Pool:
             if self._state is PoolState.CLOSED:
                 return
             self.async_reset()
+        # recv's steps, inline: a batch that is ready costs no coroutine of its own.
         while True:
+            if self._state is not PoolState.OPEN:
+                return
+            holder = task_holder()
             try:
-                batch = await self.recv()
+                batch = self._recv_now(None, holder)
+                if batch is None:
+                    batch = await self._park(None, holder)
+                elif self._streak >= _YIELD_EVERY or (
+                        time.perf_counter_ns() - self._last_yield > _YIELD_AFTER_NS):
+                    await self._yield_holding(batch)
             except PoolClosed:
                 return
             yield batch

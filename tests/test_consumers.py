@@ -11,6 +11,7 @@ import pytest
 from helpers import Ledger, counting, needs_local_doorbell
 
 import aiopool
+from aiopool._holders import ROWS
 
 # The pool contract: each test runs on native threads and on worker processes.
 pytestmark = pytest.mark.usefixtures("backend")
@@ -254,7 +255,7 @@ async def test_pool_send_to_a_batchs_envs_stops_it_counting_as_held(ids: str) ->
                       "part": first.env_id[:1]}[ids]
             pool.send(np.ones(len(env_id), dtype=np.int64), env_id)
             second.send(np.ones(2, dtype=np.int64))
-        assert [h.rows for h in pool._holders._held.values()] == ([1] if ids == "part" else [])
+        assert [h[ROWS] for h in pool._holders._held.values()] == ([1] if ids == "part" else [])
 
 
 # -- holds are counted per batch and per env: the same rule for every way a row is sent --------

@@ -299,13 +299,6 @@ class RemotePool:
         if self._holders:
             self._holders.sent_ids(env_ids)
 
-    def _send_batch(self, actions: npt.ArrayLike, batch: Batch) -> None:
-        """``batch.send``: the batch's rows are no longer held by anyone."""
-        self._send(actions, batch.env_id)
-        if batch._token:
-            self._holders.sent(batch._token)
-            batch._token = 0
-
     def _send(self, actions: npt.ArrayLike, env_ids: npt.ArrayLike | None) -> None:
         self._check_open()
         ids = self._all_ids if env_ids is None else self._as_ids(env_ids)
