@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from ._holders import SENT
+
 if TYPE_CHECKING:
     from .pool import Pool
-
 
 
 class Batch:
@@ -109,10 +110,14 @@ class Batch:
                              "batch.env_id) sends to its envs again")
         pool._send(actions, self.env_id)
         self._sent = True
-        token = self._token
-        if token:  # its rows are no longer held by anyone
-            self._token = 0
-            pool._holders.sent(token, None)
+        # Its rows are no longer held by anyone, as after pool.send(actions, env_id): the batch
+        # itself when it holds every row still (one pop); else, per env, whichever newer batch
+        # holds the rows of its envs (some were sent already, or it was released: a send to
+        # an env is the newer batch's).
+        token, self._token = self._token, 0
+        held = pool._holders.sent(token, None) if token else None
+        if (held is None or held[SENT] is not None) and pool._holders:
+            pool._holders.sent_ids(self.env_id)
 
     def _moved(self) -> Batch:
         """The same rows in a new Batch object, handed to nobody: a batch given back by a

@@ -262,6 +262,45 @@ async def test_pool_send_to_a_batchs_envs_stops_it_counting_as_held(ids: str) ->
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("how", ["batch.send", "pool.send", "released, then batch.send"])
+async def test_a_batchs_send_after_its_envs_were_sent_ends_the_newer_batchs_hold(
+        how: str) -> None:
+    """Task T holds A = [0, 1]; this task sends envs 0 and 1 (A's hold ends), and task U
+    receives their next rows, B = [0, 1]. Sending A's actions now (a second send to envs 0
+    and 1) is B's send, whichever way: ``batch.send`` ended nothing (it only ended A's own
+    count, gone already), so the receive after it waited for B's rows, which can never come,
+    instead of raising NothingInFlight; so did ``batch.send`` of a released batch."""
+    with counting(num_envs=2, batch_size=2, num_threads=1) as pool:
+        pool.async_reset()
+        got: asyncio.Queue[aiopool.Batch] = asyncio.Queue()
+
+        async def keeps() -> None:
+            await got.put(await pool.recv(timeout=5))
+            await asyncio.Event().wait()
+
+        t = asyncio.create_task(keeps())
+        a = await got.get()
+        pool.send(np.zeros(2, dtype=np.int64), [0, 1])
+        u = asyncio.create_task(keeps())
+        b = await got.get()
+        if how == "pool.send":
+            pool.send(np.zeros(2, dtype=np.int64), a.env_id)
+        else:
+            if how.startswith("released"):
+                a.release()
+            a.send(np.zeros(2, dtype=np.int64))
+        (await pool.recv(timeout=5)).release()  # the rows that send stepped
+        start = time.monotonic()
+        with pytest.raises(aiopool.NothingInFlight):
+            await pool.recv(timeout=5)
+        assert time.monotonic() - start < 2
+        del b
+        t.cancel()
+        u.cancel()
+        await asyncio.wait([t, u])
+
+
+@pytest.mark.asyncio
 async def test_a_second_send_to_an_env_ends_the_newer_batchs_hold_not_the_older_ones() -> None:
     """Another task holds [0, 1] and has sent neither. This task sends env 0, receives its next
     row (a flushed short batch) and sends env 0 again: that second send is the newer batch's,

@@ -1,7 +1,7 @@
 """Model-based test of the pool contract: hypothesis draws random programs (sends, resets, every
-kind of receive, parked, cancelled and concurrent receivers, tasks that hold batches unsent,
-crowds of consumers, step(), stream(), bad input, close) and runs each on a pool of Counting-v0
-and on a Python model of it. After every step:
+kind of receive, parked, cancelled and concurrent receivers, tasks that hold batches unsent or
+hand them to other tasks, crowds of consumers, step(), stream(), bad input, close) and runs each
+on a pool of Counting-v0 and on a Python model of it. After every step:
 
 - every env event arrives exactly once, in order per env (obs[:, 0] counts an env's events);
 - every row equals the model's (obs, reward, terminated, truncated, env_id, the info fields and,
@@ -21,7 +21,11 @@ and on a Python model of it. After every step:
 
 Holding is explicit: a batch the machine receives only to check it is released at once
 (``batch.release()``), so it never counts as held; tasks that hold batches are modelled
-(``Holder``): actors the machine drives (``Actor``) and the consumers of a crowd.
+(``Holder``): actors the machine drives (``Actor``) and the consumers of a crowd. An actor may
+hand a batch to another actor or to the machine's main code (``Hold``): its rows stay the hold
+of the task that received it, and end when whoever has it sends, releases or drops it, or when
+that task ends by an exception or a cancellation. A send or reset to an env, from anywhere,
+ends the hold of exactly that env's row, in the batch that holds it.
 
 The model is deterministic: Counting-v0 is, and its reset draw (info["draw"]) is numpy's
 PCG64 stream from SeedSequence(seed + env_id). Which rows share a batch, and when a batch is
@@ -172,7 +176,8 @@ BAD_INPUTS = [
     "reset env id num_envs", "reset env ids repeated", "step with a busy env",
     "step with a bad shape", "step indivisible", "recv(timeout=nan)",
     "recv_blocking(timeout=nan)", "empty send", "empty reset"]
-ACTOR_CMDS = ["send", "send", "release", "drop", "recv", "recv", "raise", "cancel", "return"]
+ACTOR_CMDS = ["send", "send", "release", "drop", "recv", "recv", "raise", "cancel", "return",
+              "give", "give"]
 ACTOR_FINISH = ["send", "release", "drop", "raise", "return", "cancel"]  # in a crowd
 CROWD_ACTS = ["send", "send", "send", "yield, send", "release", "drop", "hold", "raise"]
 AFTER_CLOSE = ["send", "async_reset", "try_recv", "recv", "recv(timeout=1)",
@@ -350,19 +355,38 @@ class Kept:
 
 @dataclass(eq=False)
 class Holder:
-    """The model of a task that receives: the env ids of each batch handed to it and not yet
-    sent, released or dropped, and whether it waits in a receive (its rows cannot come back
-    meanwhile, so they do not count for anyone). Compared by identity: two holders with the
-    same name and rows are two tasks (``holders.remove`` must remove this one)."""
+    """The model of a task that receives: the env ids of each batch handed to it whose rows are
+    still held (not sent, reset, released or dropped, wherever the batch went since), and
+    whether it waits in a receive (its rows cannot come back meanwhile, so they do not count for
+    anyone). Compared by identity: two holders with the same name and rows are two tasks
+    (``holders.remove`` must remove this one)."""
 
     name: str
     batches: list[set[int]] = field(default_factory=list)
     in_recv: bool = False
     may_fail: bool = False  # no batch could come at some moment of its current receive
+    returned: bool = False  # its task returned: its batches count until they are dropped
 
     @property
     def rows(self) -> int:
         return sum(map(len, self.batches))
+
+    def end(self, ids: set[int]) -> None:
+        """The batch whose held rows are ``ids`` (this very set) was sent, released or dropped:
+        none of its rows is held any more. A no-op once the task ended by an exception or a
+        cancellation (the pool released its batches then)."""
+        self.batches = [b for b in self.batches if b is not ids]
+
+
+@dataclass(eq=False)
+class Hold:
+    """A batch a task has: received, or handed to it by the task that received it. The hold
+    stays with the receiving task (``owner``) wherever the batch goes: ``ids`` is the very set
+    in ``owner.batches``, its rows still held."""
+
+    batch: aiopool.Batch
+    ids: set[int]
+    owner: Holder
 
 
 @dataclass
@@ -385,7 +409,8 @@ class Receiver:
 
 class Actor:
     """A consumer task the machine drives: it receives batches and holds them unsent until it is
-    told to send, release or drop one, to receive again (holding what it has), to raise, or to
+    told to send, release or drop one, to hand one to another actor or to the machine's main
+    code (the rows stay its own hold), to receive again (holding what it has), to raise, or to
     return (what it holds then counts until the machine drops it). It updates the model itself,
     at the moment it acts. Cancelling its task is a cancellation while it holds batches."""
 
@@ -393,7 +418,7 @@ class Actor:
         self.m = m
         self.name = name
         self.holder = Holder(name)
-        self.held: list[aiopool.Batch] = []  # the only references to the batches it holds
+        self.held: list[Hold] = []  # the only references to the batches it has, oldest first
         self.released: list[aiopool.Batch] = []  # released but kept: they must not count
         self.inbox: deque[tuple[str, Any, asyncio.Future[Any]]] = deque()
         self.wake = asyncio.Event()
@@ -440,39 +465,37 @@ class Actor:
         except Exception as e:  # NothingInFlight, PoolClosed; anything else is judged
             fut.set_result((type(e).__name__, e))
             return
+        ids: set[int] = set()
         try:
-            m.deliver([(batch, who)], hold=h)
+            (ids,) = m.deliver([(batch, who)], hold=h)
         except ContractViolation as e:
             m.record(e)
-        self.held.append(batch)
+        self.held.append(Hold(batch, ids, h))
         del batch
         fut.set_result(("batch", None))
 
-    def act(self, cmd: str, via: str) -> None:
-        """Send, release or drop the oldest batch it holds."""
+    def act(self, cmd: str, arg: Any) -> None:
+        """Send (``arg``: how), release, drop or give away (``arg``: to whom, and the list of
+        what they have) the oldest batch it has."""
         if not self.held:
             return
-        m = self.m
-        b = self.held.pop(0)
-        self.holder.batches.pop(0)
-        m.note(f"{self.name}: {cmd} env_id={b.env_id.tolist()}"
-               + (f" via {via}" if cmd == "send" else ""))
-        if cmd == "send":
-            m.send_back(b, via)
-        elif cmd == "release":
-            b.release()
-            self.released.append(b)
-        del b  # "drop": the batch is garbage now
-        m.mark_stranded()
+        if cmd == "give":
+            name, to = arg
+            hold = self.held.pop(0)
+            self.m.note(f"{self.name}: give env_id={hold.batch.env_id.tolist()} "
+                        f"({self.m.whose(hold)}) to {name}")
+            to.append(hold)
+            return
+        self.m.let_go(self.name, self.held, 0, cmd, arg, self.released)
 
     def drop_all(self) -> None:
-        """Drop every batch it holds (from outside its task)."""
-        self.held.clear()
-        self.m.holder_gone(self.holder)
+        """Drop every batch it has (from outside its task)."""
+        self.m.drop_holds(self.held)
 
     def ended(self, task: asyncio.Task[None]) -> None:
-        """Its task ended: by an exception or a cancellation (the pool releases what it held),
-        or by returning (what it holds counts until dropped)."""
+        """Its task ended: by an exception or a cancellation (the pool releases what it
+        received, wherever it went; what it has is dropped), or by returning (what it has,
+        and what it handed on, counts until dropped)."""
         exc = None if task.cancelled() else task.exception()
         for _, _, fut in self.inbox:
             fut.cancel()
@@ -480,9 +503,13 @@ class Actor:
         if exc is not None and not isinstance(exc, Boom):
             self.m.record(exc if isinstance(exc, ContractViolation) else Unexpected(
                 f"{self.name} ended with {type(exc).__name__}: {exc!r}"))
-        if exc is None and not task.cancelled() and self.keep_after_return:
+        if exc is None and not task.cancelled():
+            self.holder.returned = True
+            if not self.keep_after_return:
+                self.drop_all()
             return
         self.drop_all()
+        self.m.holder_gone(self.holder)
 
 
 def _waiting(pool: aiopool.Pool) -> int | None:
@@ -549,6 +576,8 @@ class PoolMachine(RuleBasedStateMachine):
         self.holders: list[Holder] = []  # tasks that receive, hold, or are parked
         self.actors: list[Actor] = []
         self.actors_made = 0
+        self.given: list[Hold] = []  # batches actors handed to the machine's main code
+        self.released: list[aiopool.Batch] = []  # given, released, kept: they must not count
         self.eager = False  # settle parked receivers as soon as they end (in a crowd)
         self.kept: deque[Kept] = deque(maxlen=KEEP)
         self.log: list[str] = []
@@ -634,6 +663,46 @@ class PoolMachine(RuleBasedStateMachine):
         h.batches.clear()
         if h in self.holders:
             self.holders.remove(h)
+        self.mark_stranded()
+
+    def end_rows(self, ids: list[int]) -> None:
+        """A send or a reset to ``ids`` ends the hold of each one's held row, in the one batch
+        that holds it (if any), whoever received it and wherever it went: its next row comes
+        in a newer batch, so a later send to it is that batch's."""
+        for i in ids:
+            sets = [b for h in self.holders for b in h.batches if i in b]
+            self.check(len(sets) <= 1, f"the model holds env {i}'s row in {len(sets)} batches")
+            for b in sets:
+                b.discard(i)
+
+    @staticmethod
+    def whose(hold: Hold) -> str:
+        rows = len(hold.ids) if any(b is hold.ids for b in hold.owner.batches) else 0
+        return f"received by {hold.owner.name}, {rows} rows held"
+
+    def let_go(self, who: str, holds: list[Hold], i: int, cmd: str, via: str,
+               released: list[aiopool.Batch]) -> None:
+        """``who`` sends (``via`` batch.send or pool.send), releases (keeping it in
+        ``released``) or drops the batch ``holds[i]``: the rows it still holds stop counting,
+        whichever task received it."""
+        hold = holds.pop(i)
+        b = hold.batch
+        self.note(f"{who}: {cmd} env_id={b.env_id.tolist()} ({self.whose(hold)})"
+                  + (f" via {via}" if cmd == "send" else ""))
+        hold.owner.end(hold.ids)
+        if cmd == "send":
+            self.send_back(b, via)
+        elif cmd == "release":
+            b.release()
+            released.append(b)
+        del hold, b  # "drop": the batch is garbage now
+        self.mark_stranded()
+
+    def drop_holds(self, holds: list[Hold]) -> None:
+        """Drop every batch of ``holds``: the rows they still hold stop counting."""
+        for hold in holds:
+            hold.owner.end(hold.ids)
+        holds.clear()
         self.mark_stranded()
 
     async def recv_as(self, h: Holder, timeout: float | None = None) -> aiopool.Batch:
@@ -779,9 +848,10 @@ class PoolMachine(RuleBasedStateMachine):
     # -- delivery -----------------------------------------------------------------------------
 
     def deliver(self, got: list[tuple[aiopool.Batch, str]], size: int | None = None,
-                ordered: bool = False, hold: Holder | None = None) -> None:
+                ordered: bool = False, hold: Holder | None = None) -> list[set[int]]:
         """Check received batches against the model; the rows of one env in event order. Then
-        release them (the machine only checks them), unless ``hold`` holds them unsent."""
+        release them (the machine only checks them), unless ``hold`` holds them unsent: the
+        sets of env ids added to ``hold.batches`` then, one per batch."""
         size = self.c.batch_size if size is None else size
         same_step = self.c.autoreset == "same_step"
         rows: list[tuple[int, int, aiopool.Batch, int, str]] = []
@@ -823,12 +893,15 @@ class PoolMachine(RuleBasedStateMachine):
             env.last_delivered = event
         if self.rows_pending < self.c.batch_size:
             self.maybe_given_back = False  # no whole batch is left anywhere
+        held: list[set[int]] = []
         for batch, _ in got:
             if hold is not None:
-                hold.batches.append(set(batch.env_id.tolist()))
+                held.append(set(batch.env_id.tolist()))
+                hold.batches.append(held[-1])
             else:
                 batch.release()
         self.mark_stranded()
+        return held
 
     def check_structure(self, batch: aiopool.Batch, size: int, who: str) -> None:
         self.check(len(batch) == size, f"{who}: a batch of {len(batch)} rows, expected {size}",
@@ -884,11 +957,13 @@ class PoolMachine(RuleBasedStateMachine):
     # -- orders -------------------------------------------------------------------------------
 
     def model_send(self, ids: list[int], actions: list[int], how: str) -> None:
+        self.end_rows(ids)
         for i, a in zip(ids, actions, strict=True):
             self.envs[i].step(a, f"{how}: action {a}")
 
     def model_reset(self, ids: list[int], seed: int | None, how: str) -> None:
         self.any_reset_call = True
+        self.end_rows(ids)
         for i in ids:
             if seed is not None:
                 self.envs[i].stage_seed(seed)
@@ -1119,33 +1194,59 @@ class PoolMachine(RuleBasedStateMachine):
 
     # -- rules: tasks that hold batches -------------------------------------------------------
 
-    @rule()
+    @rule(reset=st.booleans(), give=st.booleans(), to=st.integers(0, 3))
     @guarded("recv")
-    def hold(self) -> None:
-        """A new actor receives a batch and holds it unsent (at most 3 actors at a time)."""
+    def hold(self, reset: bool, give: bool, to: int) -> None:
+        """A new actor receives a batch and holds it unsent, or hands it at once to another
+        actor or to the machine's main code (``give``); the envs no task holds are reset first
+        (``reset``), as a consumer starts. With 3 actors alive, one that has no batch and is not
+        receiving receives instead (or none)."""
         self.settle()
-        if sum(not a.task.done() for a in self.actors) >= 3:
+        live = [a for a in self.actors if not a.task.done()]
+        idle = [a for a in live if not a.held and not any(r.actor is a for r in self.parked)]
+        if len(live) >= 3 and not idle:
             return
-        a = Actor(self, f"actor {self.actors_made}")  # never reused: the log names one task
-        self.actors_made += 1
-        self.actors.append(a)
-        self.holders.append(a.holder)
+        ids = [e.id for e in self.envs if self.free(e)]
+        if reset and ids:
+            self.note(f"async_reset(env_ids={ids})")
+            self.p.async_reset(env_ids=ids)
+            self.model_reset(ids, None, "async_reset before an actor starts")
+        if len(live) >= 3:
+            a = idle[to % len(idle)]
+        else:
+            a = Actor(self, f"actor {self.actors_made}")  # never reused: the log names one task
+            self.actors_made += 1
+            self.actors.append(a)
+            self.holders.append(a.holder)
         self.actor_recv(a)
+        if give and a.held:
+            self.note(f"{a.name} holding {a.holder.rows} rows: give")
+            self.run(a.order("give", self.give_to(a, to)), f"{a.name}: give", PROMPT)
+
+    def give_to(self, a: Actor, to: int) -> tuple[str, list[Hold]]:
+        """Whom actor ``a`` hands a batch to: another live actor, or the machine's main code."""
+        targets: list[tuple[str, list[Hold]]] = [
+            (b.name, b.held) for b in self.actors if b is not a and not b.task.done()]
+        targets.append(("the main task", self.given))
+        return targets[to % len(targets)]
 
     @rule(index=st.integers(0, 7), cmd=st.sampled_from(ACTOR_CMDS),
-          via=st.sampled_from(["batch.send", "pool.send"]))
+          via=st.sampled_from(["batch.send", "pool.send"]), to=st.integers(0, 3))
     @guarded("recv")
-    def actor_acts(self, index: int, cmd: str, via: str) -> None:
-        """An actor sends, releases or drops the oldest batch it holds, receives again while it
+    def actor_acts(self, index: int, cmd: str, via: str, to: int) -> None:
+        """An actor sends, releases or drops the oldest batch it has, hands it to another actor
+        or to the machine's main code (its rows stay the actor's hold), receives again while it
         holds its batches, raises, is cancelled, or returns (keeping its batches counted until
         the machine drops them)."""
         self.settle()
-        self.actors = [a for a in self.actors if not a.task.done() or a.holder.rows]
+        self.actors = [a for a in self.actors if not a.task.done() or a.held]
+        self.holders = [h for h in self.holders if not h.returned or h.rows]
         if not self.actors:
             return
         a = self.actors[index % len(self.actors)]
         if a.task.done():
-            self.note(f"drop the {len(a.held)} batches {a.name} returned ({a.holder.rows} rows)")
+            self.note(f"drop the {len(a.held)} batches {a.name} returned ({a.holder.rows} rows "
+                      "of its own held)")
             a.drop_all()
             return
         receiving = [r for r in self.parked if r.actor is a]
@@ -1157,20 +1258,79 @@ class PoolMachine(RuleBasedStateMachine):
                 a.task.cancel()
                 self.run(asyncio.wait([a.task]), f"cancelled {a.name}", PROMPT)
             return
-        if cmd in ("send", "release", "drop") and not a.held:
+        if cmd in ("send", "release", "drop", "give") and not a.held:
             cmd = "recv"
         if cmd == "recv":
             self.actor_recv(a)
             return
-        self.note(f"{a.name} holding {a.holder.rows} rows: {cmd}")
+        self.note(f"{a.name} holding {a.holder.rows} rows, with {len(a.held)} batches: {cmd}")
         if cmd == "cancel":
             a.task.cancel()
         elif cmd in ("raise", "return"):
             a.order(cmd, True)
         else:
-            self.run(a.order(cmd, via), f"{a.name}: {cmd}", PROMPT)
+            arg = self.give_to(a, to) if cmd == "give" else via
+            self.run(a.order(cmd, arg), f"{a.name}: {cmd}", PROMPT)
             return
         self.run(asyncio.wait([a.task]), f"{a.name}: {cmd}", PROMPT)
+
+    @rule(index=st.integers(0, 7), cmd=st.sampled_from(["send", "send", "release", "drop"]),
+          via=st.sampled_from(["batch.send", "pool.send"]))
+    @guarded("send")
+    def main_acts(self, index: int, cmd: str, via: str) -> None:
+        """The machine's main code sends, releases or drops a batch an actor handed to it: the
+        rows it still holds stop counting for the actor that received it (unless that actor
+        ended by an exception or a cancellation: they stopped then; a released batch may still
+        be sent)."""
+        self.settle()
+        if self.given:
+            self.let_go("the main task", self.given, index % len(self.given), cmd, via,
+                        self.released)
+
+    @rule(mask=MASKS, vals=ACTIONS, seed=SEEDS,
+          how=st.sampled_from(["send", "send", "send all", "reset", "reset all"]))
+    @guarded("send")
+    def order_held(self, mask: list[bool], vals: list[int], seed: int | None, how: str) -> None:
+        """``pool.send`` or ``async_reset`` from the main code to envs whose rows batches held
+        by tasks hold (and to free envs): each ends the hold of exactly that env's row, in the
+        batch that holds it; the holder's later send of that batch goes to the envs that can
+        take it, and a second send to an env is the newer batch's."""
+        self.settle()
+        held = self.held_envs()
+        reset = how.startswith("reset")
+
+        def ok(e: EnvModel) -> bool:
+            return (e.idle if reset else e.sendable) and (e.id in held or self.free(e))
+
+        candidates = [e.id for e in self.envs if ok(e)]
+        mine = [i for i in candidates if i in held]
+        if not mine:
+            return
+        if how.endswith("all") and len(candidates) == self.c.num_envs:
+            ids = candidates
+            if reset:
+                self.note(f"async_reset(seed={seed}), {len(mine)} of the rows held")
+                self.p.async_reset(seed=seed)
+                self.model_reset(ids, seed, "async_reset of held rows")
+            else:
+                actions = self.actions_for(ids, vals)
+                self.note(f"send({actions}), {len(mine)} of the rows held")
+                self.p.send(np.array(actions, dtype=np.int64))
+                self.model_send(ids, actions, "send to held rows")
+            return
+        ids = [i for i in candidates if mask[i]] or candidates
+        if not any(i in held for i in ids):
+            ids = sorted([*ids, mine[sum(vals) % len(mine)]])
+        if reset:
+            self.note(f"async_reset(seed={seed}, env_ids={ids}), held: "
+                      f"{[i for i in ids if i in held]}")
+            self.p.async_reset(seed=seed, env_ids=ids)
+            self.model_reset(ids, seed, "async_reset of held rows")
+        else:
+            actions = self.actions_for(ids, vals)
+            self.note(f"send({actions}, env_ids={ids}), held: {[i for i in ids if i in held]}")
+            self.p.send(np.array(actions, dtype=np.int64), np.array(ids, dtype=np.int32))
+            self.model_send(ids, actions, "send to held rows")
 
     # -- rules: several consumers -------------------------------------------------------------
 
@@ -1191,6 +1351,9 @@ class PoolMachine(RuleBasedStateMachine):
         why = self.why()
         self.note(f"{n} consumers x {rounds} recv(): {acts[:n]}, cancel {cancels}")
         finishing: list[asyncio.Future[Any]] = []
+        if self.given:
+            self.note(f"  the {len(self.given)} batches handed to the main task will be dropped")
+            self.loop.call_soon(self.drop_holds, self.given)
         for i, a in enumerate(self.actors):
             how = finish[i % len(finish)]
             if a.task.done():  # it returned: the batches it holds count until dropped
@@ -1644,6 +1807,7 @@ class PoolMachine(RuleBasedStateMachine):
         can fill a batch arrives; then the pool has nothing in flight."""
         self.note("drain")
         self.settle()
+        self.drop_holds(self.given)
         for a in self.actors:
             for r in self.parked:
                 r.cancelled = r.cancelled or r.actor is a
