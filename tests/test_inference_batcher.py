@@ -111,7 +111,8 @@ async def test_callers_that_fell_out_of_phase_merge_again_unless_max_delay_is_0(
     backend = Sleeper(0.01)
     batcher = DynamicBatcher(backend, max_delay_us=max_delay_us)
     a = asyncio.ensure_future(_caller(batcher, 0, 12))
-    await asyncio.sleep(0.003)  # a's first forward is running
+    while not backend.forwards:  # until a's first forward runs (a fixed sleep raced it on a
+        await asyncio.sleep(0.0005)  # loaded machine: b's first call made a forward of its own)
     b = asyncio.ensure_future(_caller(batcher, 100, 12))
     await asyncio.gather(a, b)
     if max_delay_us is None:
