@@ -21,7 +21,8 @@ num_envs``) and in finish order in async mode, and EnvPool's info keys
 (``env_id``, ``players``, ``elapsed_step``; Atari: ``lives``, ``reward`` unclipped,
 ``terminated`` for game over; MuJoCo: EnvPool's reward-term names beside gymnasium's;
 CliffWalking: ``prob``). Toy-text observations are int32 states, as EnvPool's.
-``env_type="gym"`` is the gymnasium API, as in EnvPool 1.2.5.
+``env_type="gym"`` is the gymnasium API, as in EnvPool 1.2.5. ``xla()`` is EnvPool's XLA
+interface (``handle, recv, send, step``: env steps inside ``jax.jit``; see ``aiopool.jax``).
 
 Atari ``episodic_life=True`` means what it means in EnvPool: a lost life sets ``terminated``
 (the dm ``discount`` is 0), and the next step, whatever its action, starts play again without
@@ -51,7 +52,7 @@ What differs from EnvPool:
   EnvPool's, with gymnasium's frames (aiopool's ``Pool.render``); MuJoCo's
   ``render_width`` / ``render_height`` / ``render_camera_id``. ``render_mode="human"``,
   ``from_pixels`` and ``render(camera_id=...)`` other than make's are refused.
-- **Refused with a reason:** EnvPool's ``xla()`` interface, ``register``, task ids
+- **Refused with a reason:** ``register``, task ids
   aiopool has no env for (the error names those it has), and values aiopool cannot honour
   (``thread_affinity_offset``, ``max_num_players > 1``, Atari ``mode`` / ``difficulty``,
   ``use_inter_area_resize=False``, MuJoCo ``frame_stack > 1`` ...). An unknown keyword
@@ -907,10 +908,63 @@ class _EnvPool:
                       "envpool.make(..., seed=seed) instead.", stacklevel=2)
 
     def xla(self) -> Any:
-        raise NotImplementedError(
-            "EnvPool's XLA interface (env.xla()) is not available: aiopool's envs are stepped "
-            "by C++ threads and awaited from asyncio, not called from a jitted JAX function. "
-            "Use send/recv (or aiopool.make(...).stream() to overlap stepping with your policy)")
+        """EnvPool's XLA interface: ``handle, recv, send, step = env.xla()`` (needs jax).
+
+        ``send(handle, action, env_id=None) -> handle``, ``recv(handle) -> (handle, state)``
+        and ``step(handle, action, env_id=None) -> (handle, state)`` work eagerly and inside
+        ``jax.jit``, ``lax.scan``, ``fori_loop``, ``while_loop`` and ``cond``; the state is
+        what ``step`` returns (gymnasium's 5-tuple with a dict info, or dm_env's
+        ``TimeStep``), ``batch_size`` rows. Thread the handle through every call: XLA orders
+        the calls by it alone. Python and jitted calls may alternate on one env. Errors are
+        ``jax.errors.JaxRuntimeError`` with the Python API's message; ``vmap`` and ``grad``
+        raise. See ``aiopool.jax``.
+        """
+        import jax
+
+        from . import jax as _jax
+
+        b = int(self._config["batch_size"])
+        space = self._spec.observation_space
+        if isinstance(space, gym.spaces.Dict):
+            keys = list(space.spaces)
+            obs_leaves, obs_tree = _jax._space_leaves(space, b)
+        else:
+            keys = []
+            dtype = np.int32 if isinstance(space, gym.spaces.Discrete) else space.dtype
+            obs_leaves = [_jax.Leaf((b, *(space.shape or ())), dtype)]
+            obs_tree = jax.tree.structure(0)
+        extras = list(self._spec._info.items())
+        row = [(np.float32, "reward"), (np.bool_, "terminated"), (np.bool_, "truncated"),
+               (np.int32, "env_id"), (np.int32, "elapsed_step"), (np.bool_, "first"),
+               (np.float32, "discount")]
+        leaves = [*obs_leaves, *(_jax.Leaf((b,), d) for d, _ in row),
+                  *(_jax.Leaf((b,), d) for _, (d, _) in extras)]
+        n = len(obs_leaves)
+
+        def py_recv() -> list[Any]:
+            rows = self._recv_rows()
+            return [*jax.tree.leaves(rows.obs), rows.reward, rows.terminated,
+                    rows.truncated, rows.env_id, rows.elapsed_step, rows.first, rows.discount,
+                    *(rows.extras[name] for name, _ in extras)]
+
+        def state(out: list[Any]) -> Any:
+            obs = jax.tree.unflatten(obs_tree, out[:n])
+            if keys:  # the space's order (dm_control's), not the flattening's sorted one
+                obs = {k: obs[k] for k in keys}
+            fields = dict(zip((name for _, name in row), out[n:n + len(row)], strict=True))
+            rows = _Rows(obs=obs, extras={name: v for (name, _), v in
+                                          zip(extras, out[n + len(row):], strict=True)},
+                         **fields)
+            return self._xla_state(rows)
+
+        def py_send(action: Array, env_id: Array | None) -> None:
+            self.send(action, env_id)
+
+        act = self._spec.action_space
+        dtype = np.dtype(np.int32 if isinstance(act, gym.spaces.Discrete) else act.dtype)
+        port = _jax.Port(leaves, (tuple(act.shape or ()), dtype), self._num_envs, py_send,
+                         py_recv)
+        return _jax.functions(port, state)
 
     def render(self, env_ids: Any = None, camera_id: int | None = None) -> Any:
         """EnvPool's ``render``: frames ``[k, H, W, 3]`` of ``env_ids`` (default: the
@@ -943,6 +997,10 @@ class _EnvPool:
     # -- internals -------------------------------------------------------------------------
 
     def _to(self, rows: _Rows, reset: bool, return_info: bool) -> Any:
+        raise NotImplementedError
+
+    def _xla_state(self, rows: _Rows) -> Any:
+        """``_to``'s step state for ``xla()``'s receive, of jax arrays."""
         raise NotImplementedError
 
     def _unpack(self, action: dict[str, Any],
@@ -1117,6 +1175,10 @@ class GymnasiumEnvPool(_EnvPool, gym.vector.VectorEnv, gym.Env):  # type: ignore
             return rows.obs, info
         return rows.obs, rows.reward, rows.terminated, rows.truncated, info
 
+    def _xla_state(self, rows: _Rows) -> Any:
+        info = dict(self._info(rows))  # a plain dict: jax's pytrees know no subclass
+        return rows.obs, rows.reward, rows.terminated, rows.truncated, info
+
     def __repr__(self) -> str:
         return _EnvPool.__repr__(self)
 
@@ -1165,6 +1227,18 @@ class DMEnvPool(_EnvPool, _DmEnvironment):  # type: ignore[misc]
                   **obs, **info}
         step_type = np.where(rows.first, 0, np.where(rows.terminated | rows.truncated, 2, 1))
         return _TimeStep(step_type=step_type.astype(np.int32), reward=rows.reward,
+                         discount=rows.discount, observation=_state_type(tuple(fields))(**fields))
+
+    def _xla_state(self, rows: _Rows) -> Any:
+        import jax.numpy as jnp
+
+        info = self._info(rows)
+        del info["elapsed_step"]
+        obs = rows.obs if isinstance(rows.obs, dict) else {"obs": rows.obs}
+        fields = {"env_id": info.pop("env_id"), "players": _Players(**info.pop("players")),
+                  **obs, **info}
+        step_type = jnp.where(rows.first, 0, jnp.where(rows.terminated | rows.truncated, 2, 1))
+        return _TimeStep(step_type=step_type.astype(jnp.int32), reward=rows.reward,
                          discount=rows.discount, observation=_state_type(tuple(fields))(**fields))
 
 
