@@ -23,7 +23,8 @@ it, so thread it through every call (a ``scan`` carry, say): a ``recv`` on a han
 unused one nor merges two alike. ``vmap`` and ``grad`` raise: an env step has neither.
 
 Errors the Python API raises (a closed pool, a receive with nothing in flight, an action of
-the wrong shape) arrive as ``jax.errors.JaxRuntimeError`` carrying the Python API's message.
+the wrong shape or out of range) arrive as ``jax.errors.JaxRuntimeError`` with the message of
+the same check (the native handlers run the pool's own C++ checks).
 
 Native path: where aiopool was built with jaxlib installed, the calls are XLA FFI handlers in
 aiopool's C++ core that copy between XLA's buffers and the pool's batch blocks without the
@@ -37,7 +38,10 @@ rewards and observations arrive as float32 (as ``jnp.asarray`` would give them).
 from __future__ import annotations
 
 import functools
+import importlib
 import itertools
+import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -84,8 +88,9 @@ class Leaf:
 
 
 class Port:
-    """What ``send`` and ``recv`` need to know of one pool: the shapes of the leaves a receive
-    gives (in order), the action's, and the Python calls behind them.
+    """``send`` and ``recv`` of one pool as ordered ``io_callback``s of its Python API: the
+    fallback where aiopool was built without jaxlib, and the path of pools that are not
+    native threads (the process backend's).
 
     Args:
         leaves: the shape and dtype of each array a receive gives, in order.
@@ -104,7 +109,7 @@ class Port:
         self.num_envs = num_envs
         self.id = next(_IDS)
         self.handle = np.frombuffer(np.uint64(self.id).tobytes(), dtype=np.uint8)
-        self.handle.flags.writeable = False
+        self.handle.flags.writeable = False  # the id, for show: calls find the pool by their own
         self._py_send = py_send
         self._py_recv = py_recv
 
@@ -141,17 +146,177 @@ class Port:
         return [handle, *out]
 
 
-def functions(port: Port, state: Callable[[list[jax.Array]], Any],
+class NativePort:
+    """``send`` and ``recv`` of a native-threads pool as its module's XLA FFI handlers
+    (``aiopool/_native/xla_ffi.h``): they copy between XLA's buffers and the pool's blocks
+    without the GIL. A receive gives every field of the pool's layout, in its order (the
+    observation as its flat row).
+
+    Args:
+        native: the pool's native object (``pool._native``).
+        leaves: the shape and dtype of each field of its layout.
+        by_env_id: receive rows in env id order (sync mode: every env's row) rather than in
+            the order the envs finished.
+        spin_ns: how long a receive polls for a batch before it sleeps (``recv_spin_us``).
+        state_bytes: the size of the bytes the pool's owner keeps beside it for xla()
+            (``native.xla_state``), which ``state_get`` / ``state_set`` read and write.
+    """
+
+    def __init__(self, native: Any, leaves: Sequence[Leaf], by_env_id: bool,
+                 spin_ns: int, state_bytes: int = 0) -> None:
+        self.leaves = list(leaves)
+        self.spin_ns = spin_ns
+        self.state_bytes = state_bytes
+        self.num_envs = int(native.num_envs)
+        space = native.spec["action_space"]
+        self.action_dtype = np.dtype(space["dtype"])
+        self.by_env_id = int(by_env_id)
+        targets = _targets(type(native).__module__)
+        self._send_target, self._recv_target, self._get_target, self._set_target = targets
+        self.id = next(_IDS)
+        native.xla_attach(self.id)
+        self.handle = np.frombuffer(np.uint64(self.id).tobytes(), dtype=np.uint8)
+        self.handle.flags.writeable = False
+
+    def send(self, handle: Handle, action: Any, env_id: Any = None) -> Handle:
+        action = _refuse_vmap(_refuse_grad(jnp.asarray(action))).astype(
+            _canonical(self.action_dtype))
+        if env_id is None:
+            ids = jnp.arange(self.num_envs, dtype=jnp.int32)
+        else:
+            ids = jnp.asarray(env_id).astype(jnp.int32).reshape(-1)
+        call: Any = jax.ffi.ffi_call(self._send_target, _struct(np.shape(handle), np.uint8),
+                                     has_side_effect=True, input_output_aliases={0: 0})
+        return call(handle, action, ids, pool_id=np.uint64(self.id))
+
+    def recv(self, handle: Handle) -> tuple[Handle, list[jax.Array]]:
+        leaves = [_struct(s.shape, _canonical(s.dtype)) for s in self.leaves]
+        call: Any = jax.ffi.ffi_call(self._recv_target,
+                                     [_struct(np.shape(handle), np.uint8), *leaves],
+                                     has_side_effect=True, input_output_aliases={0: 0})
+        out = call(handle, pool_id=np.uint64(self.id), by_env_id=np.int64(self.by_env_id),
+                   spin_ns=np.int64(self.spin_ns))
+        return out[0], list(out[1:])
+
+
+    def state_get(self, handle: Handle) -> tuple[Handle, jax.Array]:
+        """The owner's bytes (``state_bytes`` of them) as they are now."""
+        call: Any = jax.ffi.ffi_call(self._get_target,
+                                     [_struct(np.shape(handle), np.uint8),
+                                      _struct((self.state_bytes,), np.uint8)],
+                                     has_side_effect=True, input_output_aliases={0: 0})
+        out = call(handle, pool_id=np.uint64(self.id))
+        return out[0], out[1]
+
+    def state_set(self, handle: Handle, state: jax.Array) -> Handle:
+        """Write the owner's bytes."""
+        call: Any = jax.ffi.ffi_call(self._set_target, _struct(np.shape(handle), np.uint8),
+                                     has_side_effect=True, input_output_aliases={0: 0})
+        return call(handle, state, pool_id=np.uint64(self.id))
+
+
+_REGISTERED: dict[str, tuple[str, str, str, str]] = {}
+
+
+def _targets(module: str) -> tuple[str, str, str, str]:
+    """The FFI target names of a native module's send, recv, state_get and state_set,
+    registered with jax once."""
+    if module not in _REGISTERED:
+        handlers = getattr(importlib.import_module(module), "_xla_handlers")()  # noqa: B009
+        name = module.rsplit(".", 1)[-1].strip("_")
+        names = (f"aiopool_{name}_send", f"aiopool_{name}_recv",
+                 f"aiopool_{name}_state_get", f"aiopool_{name}_state_set")
+        for target, capsule in zip(names, handlers, strict=True):
+            jax.ffi.register_ffi_target(target, capsule, platform="cpu")
+        _REGISTERED[module] = names
+    return _REGISTERED[module]
+
+
+def native_handlers(native: Any) -> bool:
+    """Whether ``native`` (a pool's native object) has xla()'s FFI handlers: a native-threads
+    pool of a module built with jaxlib's headers."""
+    module = importlib.import_module(type(native).__module__)
+    return hasattr(native, "xla_attach") and getattr(module, "_xla_handlers")() is not None  # noqa: B009
+
+
+def built_with_ffi() -> bool:
+    """Whether aiopool's native modules were built with jaxlib's FFI headers."""
+    from ._native import _core
+
+    return _core._xla_handlers() is not None
+
+
+def fallback_warning(what: str) -> None:
+    """Warn that ``what`` runs over io_callback because the build had no jaxlib."""
+    if built_with_ffi():
+        return  # a pool that is not native threads (the process backend): nothing to rebuild
+    warnings.warn(
+        f"{what}: aiopool was built without jaxlib's FFI headers, so its env steps inside jit "
+        "are io_callbacks of the Python API (a Python call per step). For the native handlers "
+        "rebuild aiopool where jaxlib is importable: pip install jaxlib && pip install "
+        "--force-reinstall --no-deps .", RuntimeWarning, stacklevel=3)
+
+
+def layout_leaves(native: Any) -> list[Leaf]:
+    """The shape and dtype of each field of a native pool's layout (``field_names``' order),
+    ``batch_size`` rows each."""
+    b = int(native.batch_size)
+    spec = native.spec
+    obs = spec["observation_space"]
+    info = {name: (np.dtype(dtype), tuple(shape)) for name, dtype, shape in spec["info"]}
+    known = {"reward": np.float64, "terminated": np.bool_, "truncated": np.bool_,
+             "env_id": np.int32, "elapsed_step": np.int32, "episode_return": np.float64,
+             "episode_length": np.int32}
+    leaves = []
+    for name in native.field_names:
+        base = name.removeprefix("final_info.")
+        if name in ("obs", "final_obs"):
+            leaves.append(Leaf((b, *obs["shape"]), np.dtype(obs["dtype"])))
+        elif base in known:
+            leaves.append(Leaf((b,), np.dtype(known[base])))
+        else:
+            dtype, shape = info[base]
+            leaves.append(Leaf((b, *shape), dtype))
+    return leaves
+
+
+def split_obs(flat: jax.Array, parts: Sequence[tuple[str | int, tuple[int, ...]]]) -> Any:
+    """A Tuple / Dict observation's parts from its flat rows (``EnvSpec.obs_parts``), as
+    ``aiopool.batch.splitter`` views them; ``flat`` itself for an array observation."""
+    if not parts:
+        return flat
+    out: list[tuple[str | int, jax.Array]] = []
+    start = 0
+    for key, shape in parts:
+        size = math.prod(shape)
+        part = flat[:, start] if shape == () else flat[:, start:start + size]
+        out.append((key, part.reshape((flat.shape[0], *shape))))
+        start += size
+    if all(isinstance(key, int) for key, _ in parts):
+        return tuple(v for _, v in out)
+    return dict(out)
+
+
+State = Callable[[list[jax.Array]], Any]
+HandleState = Callable[[Handle, list[jax.Array]], tuple[Handle, Any]]
+
+
+def functions(port: Port | NativePort, state: State | None = None,
+              handle_state: HandleState | None = None,
               ) -> tuple[npt.NDArray[np.uint8], Callable[..., Any], Callable[..., Any],
                          Callable[..., Any]]:
     """EnvPool's ``(handle, recv, send, step)`` over ``port``; ``state`` builds the state the
-    caller returns from a receive's leaves (traced)."""
+    caller returns from a receive's leaves (traced), or ``handle_state`` does, threading the
+    handle through calls of its own (``NativePort.state_get`` / ``state_set``)."""
 
     def send(handle: Handle, action: Any, env_id: Any = None) -> Handle:
         return port.send(handle, action, env_id)
 
     def recv(handle: Handle) -> tuple[Handle, Any]:
         handle, leaves = port.recv(handle)
+        if handle_state is not None:
+            return handle_state(handle, leaves)
+        assert state is not None
         return handle, state(leaves)
 
     def step(handle: Handle, action: Any, env_id: Any = None) -> tuple[Handle, Any]:
@@ -167,6 +332,29 @@ def xla(pool: Pool) -> tuple[npt.NDArray[np.uint8], Callable[..., Any], Callable
     order the envs finished (as ``pool.recv_blocking()``'s)."""
     spec = pool.spec
     b = pool.batch_size
+    native = pool._native
+    if pool.closed:
+        pool._check_open()
+    dtypes = {np.dtype(space.dtype) for space in _parts(spec.observation_space)}
+    if native_handlers(native) and len(dtypes) == 1:  # mixed parts travel as bytes: Python
+        names = tuple(native.field_names)
+        parts = spec.obs_parts
+
+        def native_state(out: list[jax.Array]) -> XlaBatch:
+            fields = dict(zip(names, out, strict=True))
+            info = {name: fields[name] for name in names[5:] if "final_" not in name}
+            if "final_obs" in fields:
+                info["final_obs"] = split_obs(fields["final_obs"], parts)
+                info["final_info"] = {name.removeprefix("final_info."): v
+                                      for name, v in fields.items()
+                                      if name.startswith("final_info.")}
+            return XlaBatch(split_obs(fields["obs"], parts), fields["reward"],
+                            fields["terminated"], fields["truncated"], fields["env_id"], info)
+
+        native_port = NativePort(native, layout_leaves(native), by_env_id=False,
+                                 spin_ns=pool._spin_ns)
+        return functions(native_port, native_state)
+    fallback_warning("aiopool.jax.xla")
     obs_leaves, obs_tree = _space_leaves(spec.observation_space, b)
     info_names, info_leaves = _info_leaves(pool)
     leaves = [*obs_leaves, Leaf((b,), np.float64),
@@ -214,6 +402,14 @@ def xla(pool: Pool) -> tuple[npt.NDArray[np.uint8], Callable[..., Any], Callable
     port = Port(leaves, (tuple(space.shape or ()), np.dtype(space.dtype)), pool.num_envs,
                 py_send, py_recv)
     return functions(port, state)
+
+
+def _parts(space: gym.Space[Any]) -> list[gym.Space[Any]]:
+    if isinstance(space, gym.spaces.Dict):
+        return list(space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return list(space.spaces)
+    return [space]
 
 
 def _space_leaves(space: gym.Space[Any], b: int) -> tuple[list[Leaf], Any]:

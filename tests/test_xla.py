@@ -4,6 +4,9 @@ compared with the Python API of a same-seed pool stepped with the same actions."
 
 from __future__ import annotations
 
+import gc
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -162,6 +165,8 @@ CASES: list[tuple[str, dict[str, Any], int]] = [
     ("CartPole-v1", {}, 60),
     ("FrozenLake-v1", {}, 30),
     ("Pong-v5", {"episodic_life": True, "reward_clip": True}, 40),
+    ("Breakout-v5", {"gray_scale": False, "episodic_life": True,
+                     "zero_discount_on_life_loss": True}, 40),
     ("Ant-v5", {}, 20),
     ("CheetahRun-v1", {}, 20),
 ]
@@ -348,3 +353,68 @@ def test_two_pools_do_not_cross_and_xla_twice_works() -> None:
     assert np.asarray(eb2).tolist() == [2, 2, 2]
     a.close()
     b.close()
+
+
+# -- the native path ----------------------------------------------------------------------
+
+needs_ffi = pytest.mark.skipif(not aiojax.built_with_ffi(), reason="aiopool was built without "
+                               "jaxlib's FFI headers: rebuild with jaxlib installed")
+
+
+@needs_ffi
+def test_native_handlers_run_the_steps_with_no_python_call() -> None:
+    pool = counting(2)
+    handle, _, _, step = aiojax.xla(pool)
+    f = jax.jit(lambda h: step(h, jnp.ones(2, jnp.int32)))
+    text = f.lower(handle).as_text()
+    assert "aiopool_core_send" in text and "aiopool_core_recv" in text
+    assert "callback" not in text.lower()
+    python_calls = []
+    pool.recv_blocking = lambda *a, **k: python_calls.append(a)  # type: ignore[method-assign]
+    pool.send = lambda *a, **k: python_calls.append(a)  # type: ignore[method-assign]
+    _, batch = f(handle)
+    assert np.asarray(batch.info["elapsed_step"]).tolist() == [1, 1]
+    assert python_calls == []
+    pool.close()
+
+
+@needs_ffi
+def test_a_destroyed_pool_is_an_error_not_a_use_after_free() -> None:
+    pool = counting(2)
+    handle, _, _, step = aiojax.xla(pool)
+    f = jax.jit(lambda h: step(h, jnp.ones(2, jnp.int32)))
+    f(handle)
+    del pool
+    gc.collect()
+    with pytest.raises(JaxRuntimeError, match="closed"):
+        jax.block_until_ready(f(handle))
+
+
+def test_a_close_from_another_thread_ends_a_waiting_receive() -> None:
+    """A jitted receive waiting for steps that never finish returns an error at close."""
+    pool = aiopool.make("Counting-v0", num_envs=2, num_threads=1, step_ns=2_000_000_000)
+    pool.async_reset()
+    pool.recv_blocking()
+    handle, _, _, step = aiojax.xla(pool)
+    f = jax.jit(lambda h: step(h, jnp.ones(2, jnp.int32)))
+    timer = threading.Timer(0.3, pool.close)
+    timer.start()
+    t0 = time.monotonic()
+    with pytest.raises(JaxRuntimeError, match="closed"):
+        jax.block_until_ready(f(handle))
+    assert time.monotonic() - t0 < 10
+    timer.join()
+
+
+@needs_ffi
+@pytest.mark.parametrize("kwargs", [{}, {"episodic_life": True}, {"gray_scale": False}])
+def test_atari_runs_natively(kwargs: dict[str, Any]) -> None:
+    """The drop-in's Atari rows (frame stack, RGB channels first, per-life bookkeeping) are
+    computed in the graph, the bookkeeping's bytes read and written by the handlers."""
+    env = envpool.make("Pong-v5", "gymnasium", num_envs=1, **kwargs)
+    env.reset()
+    handle, _, _, step = env.xla()
+    text = jax.jit(lambda h: step(h, jnp.zeros(1, jnp.int32))).lower(handle).as_text()
+    assert "aiopool_atari_recv" in text and "callback" not in text.lower()
+    assert ("aiopool_atari_state_get" in text) == bool(kwargs.get("episodic_life"))
+    env.close()
