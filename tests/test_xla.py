@@ -392,7 +392,7 @@ def test_a_destroyed_pool_is_an_error_not_a_use_after_free() -> None:
 
 def test_a_close_from_another_thread_ends_a_waiting_receive() -> None:
     """A jitted receive waiting for steps that never finish returns an error at close."""
-    pool = aiopool.make("Counting-v0", num_envs=2, num_threads=1, step_ns=2_000_000_000)
+    pool = aiopool.make("Counting-v0", num_envs=2, num_threads=1, step_ns=1_000_000_000)
     pool.async_reset()
     pool.recv_blocking()
     handle, _, _, step = aiojax.xla(pool)
@@ -418,3 +418,37 @@ def test_atari_runs_natively(kwargs: dict[str, Any]) -> None:
     assert "aiopool_atari_recv" in text and "callback" not in text.lower()
     assert ("aiopool_atari_state_get" in text) == bool(kwargs.get("episodic_life"))
     env.close()
+
+
+def test_an_env_error_arrives_with_its_message() -> None:
+    """A Python env in worker processes (the process backend: xla() over io_callback) that
+    raises: the jitted receive fails with the EnvError's message, and the pool goes on."""
+    from test_process_backend import Flaky
+
+    with aiopool.make(Flaky, num_envs=2, batch_size=2, num_workers=1, fail_at=3,
+                      episode_length=100) as pool:
+        pool.async_reset()
+        pool.recv_blocking()
+        handle, _, _, step = aiojax.xla(pool)
+        f = jax.jit(lambda h: step(h, jnp.ones(2, jnp.int64)))
+        handle, _ = f(handle)
+        handle, _ = f(handle)
+        with pytest.raises(JaxRuntimeError, match="boom at step 3"):
+            jax.block_until_ready(f(handle))
+        _, batch = f(handle)  # the failed envs reset on their next send
+        assert np.asarray(batch.info["elapsed_step"]).tolist() == [0, 0]
+
+
+def test_python_and_jitted_receives_interleave_on_a_pool() -> None:
+    kw: dict[str, Any] = {"num_envs": 2, "num_threads": 1, "episode_length": 1000}
+    pool = aiopool.make("Counting-v0", **kw)
+    pool.async_reset()
+    pool.recv_blocking()
+    handle, recv, send, _ = aiojax.xla(pool)
+    a = jnp.ones(2, jnp.int64)
+    handle = jax.jit(send)(handle, a)
+    assert np.sort(pool.recv_blocking().info["elapsed_step"]).tolist() == [1, 1]
+    pool.send(np.ones(2, np.int64))
+    handle, batch = jax.jit(recv)(handle)
+    assert np.sort(np.asarray(batch.info["elapsed_step"])).tolist() == [2, 2]
+    pool.close()
