@@ -452,3 +452,26 @@ def test_python_and_jitted_receives_interleave_on_a_pool() -> None:
     handle, batch = jax.jit(recv)(handle)
     assert np.sort(np.asarray(batch.info["elapsed_step"])).tolist() == [2, 2]
     pool.close()
+
+
+def test_without_the_native_handlers_xla_falls_back_with_a_warning(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in a build without jaxlib: io_callbacks of the Python API, the same rows."""
+    monkeypatch.setattr(aiojax, "native_handlers", lambda native: False)
+    monkeypatch.setattr(aiojax, "built_with_ffi", lambda: False)
+    env, ref = cartpole(seed=3), cartpole(seed=3)
+    with pytest.warns(RuntimeWarning, match="rebuild aiopool where jaxlib is importable"):
+        handle, _, _, step = env.xla()
+    actions = policy(env.spec, 2, 20)
+    rollout = scan_steps(step)
+    assert "callback" in rollout.lower(handle, actions).as_text().lower()
+    _, states = rollout(handle, actions)
+    for t in range(20):
+        assert_same(ref.step(actions[t]), at(states, t), f"step {t}")
+    pool = counting(2)
+    with pytest.warns(RuntimeWarning, match="rebuild aiopool"):
+        handle, _, _, step = aiojax.xla(pool)
+    _, batch = jax.jit(lambda h: step(h, jnp.ones(2, jnp.int64)))(handle)
+    assert np.asarray(batch.info["elapsed_step"]).tolist() == [1, 1]
+    for p in (env, ref, pool):
+        p.close()
