@@ -342,7 +342,8 @@ def xla(pool: Pool) -> tuple[npt.NDArray[np.uint8], Callable[..., Any], Callable
 
         def native_state(out: list[jax.Array]) -> XlaBatch:
             fields = dict(zip(names, out, strict=True))
-            info = {name: fields[name] for name in names[5:] if "final_" not in name}
+            info = {name: fields[name] for name in names[5:]
+                    if name != "final_obs" and not name.startswith("final_info.")}
             if "final_obs" in fields:
                 info["final_obs"] = split_obs(fields["final_obs"], parts)
                 info["final_info"] = {name.removeprefix("final_info."): v

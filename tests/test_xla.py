@@ -139,17 +139,22 @@ def test_fori_while_cond_and_eager() -> None:
     pool.close()
 
 
-def test_own_pool_equals_recv_blocking_loop() -> None:
-    kw: dict[str, Any] = {"num_envs": 4, "num_threads": 1, "seed": 3}
-    pool, ref = aiopool.make("CartPole-v1", **kw), aiopool.make("CartPole-v1", **kw)
+@pytest.mark.parametrize(("env_id", "autoreset"), [
+    ("CartPole-v1", "next_step"), ("CartPole-v1", "same_step"),
+    ("dmc/cartpole-balance", "same_step")])
+def test_own_pool_equals_recv_blocking_loop(env_id: str, autoreset: str) -> None:
+    """Every field, the split Dict observations and same_step's final_obs / final_info too."""
+    kw: dict[str, Any] = {"num_envs": 4, "num_threads": 1, "seed": 3, "autoreset": autoreset}
+    pool, ref = aiopool.make(env_id, **kw), aiopool.make(env_id, **kw)
     for p in (pool, ref):
         p.async_reset()
         p.recv_blocking()
     handle, _, _, step = aiojax.xla(pool)
-    actions = (np.arange(40 * 4).reshape(40, 4) // 3 % 2).astype(np.int32)
+    space = pool.single_action_space
+    actions = policy(pool.spec, 4, 40)
     _, batches = scan_steps(step)(handle, actions)
     for t in range(40):
-        ref.send(actions[t].astype(np.int64))
+        ref.send(actions[t].astype(np.int64 if hasattr(space, "n") else space.dtype))
         b = ref.recv_blocking()
         got = at(batches, t)
         want = aiojax.XlaBatch(b.obs, b.reward, b.terminated, b.truncated, b.env_id,
