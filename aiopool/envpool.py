@@ -21,7 +21,8 @@ num_envs``) and in finish order in async mode, and EnvPool's info keys
 (``env_id``, ``players``, ``elapsed_step``; Atari: ``lives``, ``reward`` unclipped,
 ``terminated`` for game over; MuJoCo: EnvPool's reward-term names beside gymnasium's;
 CliffWalking: ``prob``). Toy-text observations are int32 states, as EnvPool's.
-``env_type="gym"`` is the gymnasium API, as in EnvPool 1.2.5.
+``env_type="gym"`` is the gymnasium API, as in EnvPool 1.2.5. ``xla()`` is EnvPool's XLA
+interface (``handle, recv, send, step``: env steps inside ``jax.jit``; see ``aiopool.jax``).
 
 Atari ``episodic_life=True`` means what it means in EnvPool: a lost life sets ``terminated``
 (the dm ``discount`` is 0), and the next step, whatever its action, starts play again without
@@ -51,7 +52,7 @@ What differs from EnvPool:
   EnvPool's, with gymnasium's frames (aiopool's ``Pool.render``); MuJoCo's
   ``render_width`` / ``render_height`` / ``render_camera_id``. ``render_mode="human"``,
   ``from_pixels`` and ``render(camera_id=...)`` other than make's are refused.
-- **Refused with a reason:** EnvPool's ``xla()`` interface, ``register``, task ids
+- **Refused with a reason:** ``register``, task ids
   aiopool has no env for (the error names those it has), and values aiopool cannot honour
   (``thread_affinity_offset``, ``max_num_players > 1``, Atari ``mode`` / ``difficulty``,
   ``use_inter_area_resize=False``, MuJoCo ``frame_stack > 1`` ...). An unknown keyword
@@ -812,9 +813,12 @@ class _EnvPool:
         self._zero_discount_on_life_loss = atari and plan.config["zero_discount_on_life_loss"]
         self._stack = plan.config.get("stack_num", 0)
         self._rgb = atari and not plan.config["gray_scale"]
-        self._lives = np.zeros(n, dtype=np.int32)
-        self._restarts = np.zeros(n, dtype=np.int32)  # restarts after a life, this game
-        self._life_lost = np.zeros(n, dtype=np.bool_)  # the env's last row lost a life
+        # Atari's per-life bookkeeping lives in bytes the pool keeps for xla() (xla_ffi.h), so
+        # that jitted receives (_xla_lives) and Python ones (_rows) share it.
+        raw = (self._pool._native.xla_state(9 * n) if atari else np.zeros(9 * n, np.uint8))
+        self._lives = raw[:4 * n].view(np.int32)
+        self._restarts = raw[4 * n:8 * n].view(np.int32)  # restarts after a life, this game
+        self._life_lost = raw[8 * n:].view(np.bool_)  # the env's last row lost a life
         self._aliases = _MUJOCO_INFO_ALIASES.get(plan.task.native_id, {})
         optional = optional_info_keys(self._pool.spec.info)
         self._not_envpool = {"elapsed_step", "episode_return", "episode_length",
@@ -907,10 +911,86 @@ class _EnvPool:
                       "envpool.make(..., seed=seed) instead.", stacklevel=2)
 
     def xla(self) -> Any:
-        raise NotImplementedError(
-            "EnvPool's XLA interface (env.xla()) is not available: aiopool's envs are stepped "
-            "by C++ threads and awaited from asyncio, not called from a jitted JAX function. "
-            "Use send/recv (or aiopool.make(...).stream() to overlap stepping with your policy)")
+        """EnvPool's XLA interface: ``handle, recv, send, step = env.xla()`` (needs jax).
+
+        ``send(handle, action, env_id=None) -> handle``, ``recv(handle) -> (handle, state)``
+        and ``step(handle, action, env_id=None) -> (handle, state)`` work eagerly and inside
+        ``jax.jit``, ``lax.scan``, ``fori_loop``, ``while_loop`` and ``cond``; the state is
+        what ``step`` returns (gymnasium's 5-tuple with a dict info, or dm_env's
+        ``TimeStep``), ``batch_size`` rows. Thread the handle through every call: XLA orders
+        the calls by it alone. Python and jitted calls may alternate on one env. Errors are
+        ``jax.errors.JaxRuntimeError`` with the Python API's message; ``vmap`` and ``grad``
+        raise. See ``aiopool.jax``.
+        """
+        import jax
+
+        from . import jax as _jax
+
+        if self._pool.closed:
+            self._pool._check_open()
+        native = self._pool._native
+        if _jax.native_handlers(native):
+            names = tuple(native.field_names)
+            per_life = self._episodic or self._zero_discount_on_life_loss
+            native_port = _jax.NativePort(native, _jax.layout_leaves(native),
+                                          by_env_id=not self._async,
+                                          spin_ns=self._pool._spin_ns,
+                                          state_bytes=9 * self._num_envs if per_life else 0)
+
+            def native_state(handle: Any, out: list[Any]) -> Any:
+                fields = dict(zip(names, out, strict=True))
+                if per_life:  # Atari's per-life bookkeeping, shared with Python's receives
+                    handle, raw = native_port.state_get(handle)
+                    raw, lives = self._xla_lives(raw, fields)
+                    handle = native_port.state_set(handle, raw)
+                else:
+                    lives = None
+                return handle, self._xla_state(self._xla_rows(fields, lives))
+
+            return _jax.functions(native_port, handle_state=native_state)
+        _jax.fallback_warning("xla()")
+        b = int(self._config["batch_size"])
+        space = self._spec.observation_space
+        if isinstance(space, gym.spaces.Dict):
+            keys = list(space.spaces)
+            obs_leaves, obs_tree = _jax._space_leaves(space, b)
+        else:
+            keys = []
+            dtype = np.int32 if isinstance(space, gym.spaces.Discrete) else space.dtype
+            obs_leaves = [_jax.Leaf((b, *(space.shape or ())), dtype)]
+            obs_tree = jax.tree.structure(0)
+        extras = list(self._spec._info.items())
+        row = [(np.float32, "reward"), (np.bool_, "terminated"), (np.bool_, "truncated"),
+               (np.int32, "env_id"), (np.int32, "elapsed_step"), (np.bool_, "first"),
+               (np.float32, "discount")]
+        leaves = [*obs_leaves, *(_jax.Leaf((b,), d) for d, _ in row),
+                  *(_jax.Leaf((b,), d) for _, (d, _) in extras)]
+        n = len(obs_leaves)
+
+        def py_recv() -> list[Any]:
+            rows = self._recv_rows()
+            return [*jax.tree.leaves(rows.obs), rows.reward, rows.terminated,
+                    rows.truncated, rows.env_id, rows.elapsed_step, rows.first, rows.discount,
+                    *(rows.extras[name] for name, _ in extras)]
+
+        def state(out: list[Any]) -> Any:
+            obs = jax.tree.unflatten(obs_tree, out[:n])
+            if keys:  # the space's order (dm_control's), not the flattening's sorted one
+                obs = {k: obs[k] for k in keys}
+            fields = dict(zip((name for _, name in row), out[n:n + len(row)], strict=True))
+            rows = _Rows(obs=obs, extras={name: v for (name, _), v in
+                                          zip(extras, out[n + len(row):], strict=True)},
+                         **fields)
+            return self._xla_state(rows)
+
+        def py_send(action: Array, env_id: Array | None) -> None:
+            self.send(action, env_id)
+
+        act = self._spec.action_space
+        dtype = np.dtype(np.int32 if isinstance(act, gym.spaces.Discrete) else act.dtype)
+        port = _jax.Port(leaves, (tuple(act.shape or ()), dtype), self._num_envs, py_send,
+                         py_recv)
+        return _jax.functions(port, state)
 
     def render(self, env_ids: Any = None, camera_id: int | None = None) -> Any:
         """EnvPool's ``render``: frames ``[k, H, W, 3]`` of ``env_ids`` (default: the
@@ -944,6 +1024,98 @@ class _EnvPool:
 
     def _to(self, rows: _Rows, reset: bool, return_info: bool) -> Any:
         raise NotImplementedError
+
+    def _xla_state(self, rows: _Rows) -> Any:
+        """``_to``'s step state for ``xla()``'s receive, of jax arrays."""
+        raise NotImplementedError
+
+    def _xla_lives(self, raw: Any, fields: dict[str, Any]) -> tuple[Any, tuple[Any, ...]]:
+        """``_rows``' Atari per-life bookkeeping in the graph: the bookkeeping's bytes
+        (``_lives``, ``_restarts``, ``_life_lost``) updated by a receive's rows, and the rows'
+        ``(elapsed, first, lost, game_over)``."""
+        import jax
+        import jax.numpy as jnp
+
+        n = self._num_envs
+        as_i32 = jax.lax.bitcast_convert_type(raw[:8 * n].reshape(2 * n, 4), jnp.int32)
+        all_lives, restarts = as_i32[:n], as_i32[n:]
+        life_lost = raw[8 * n:] != 0
+        ids = fields["env_id"]
+        native_elapsed, terminated = fields["elapsed_step"], fields["terminated"]
+        reset = native_elapsed == 0
+        lives = fields["lives"]
+        lost = ~reset & (lives < all_lives[ids]) & (lives > 0)
+        restart = life_lost[ids] & ~reset
+        row_restarts = jnp.where(reset, 0, restarts[ids] + restart)
+        restarts = restarts.at[ids].set(row_restarts)
+        elapsed = native_elapsed - row_restarts
+        lost &= ~restart
+        game_over = terminated & ~(lost & self._episodic)
+        life_lost = life_lost.at[ids].set(terminated & lost & self._episodic)
+        all_lives = all_lives.at[ids].set(lives)
+        ints = jax.lax.bitcast_convert_type(jnp.concatenate([all_lives, restarts]), jnp.uint8)
+        raw = jnp.concatenate([ints.reshape(-1), life_lost.astype(jnp.uint8)])
+        return raw, (elapsed, reset | restart, lost, game_over)
+
+    def _xla_rows(self, fields: dict[str, Any], lives: tuple[Any, ...] | None = None) -> _Rows:
+        """``_rows`` in the graph, from a native receive's fields (``by_env_id`` in sync mode:
+        rows in env id order, as the Python receive gives a step of every env), and, for
+        Atari's per-life bookkeeping, ``_xla_lives``' rows."""
+        import jax.numpy as jnp
+
+        from . import jax as _jax
+
+        native_elapsed = fields["elapsed_step"]
+        terminated, truncated = fields["terminated"], fields["truncated"]
+        reset = native_elapsed == 0
+        done = terminated | truncated
+        obs = _jax.split_obs(fields["obs"], self._pool.spec.obs_parts)
+        extras: dict[str, Any] = {}
+        discount: Any
+        elapsed, first = native_elapsed, reset
+        if self._atari:
+            game_over = terminated
+            discount = ~done
+            if lives is not None:
+                elapsed, first, lost, game_over = lives
+                discount = ~done & ~(lost & self._zero_discount_on_life_loss)
+            extras = {"lives": fields["lives"],
+                      "reward": fields["reward_unclipped"].astype(jnp.float32),
+                      "terminated": game_over.astype(jnp.int32)}
+            obs = self._xla_frames(obs, native_elapsed)
+        elif self._task.family == "dmc":
+            space = cast(gym.spaces.Dict, self._spec.observation_space)
+            obs = {key: obs[key] for key in space.spaces}
+            discount = ~terminated
+        elif self._task.family == "toy_text":  # Blackjack's parts: its flat row
+            obs = fields["obs"].astype(jnp.int32)
+            discount = ~done
+            extras = {name: fields[name].astype(jnp.float32)
+                      for name in _TOY_TEXT_INFO.get(self._task.native_id, ())}
+        else:
+            discount = ~done
+            for name, (dtype, _) in self._spec._info.items():
+                if name == "reward_alive" and self._task.native_id == "HumanoidStandup-v5":
+                    extras[name] = jnp.where(reset, 0.0, 1.0).astype(dtype)
+                else:
+                    extras[name] = fields[self._aliases.get(name, name)].astype(dtype)
+        discount = jnp.where(first, 1.0, discount.astype(jnp.float32)).astype(jnp.float32)
+        return _Rows(obs, fields["reward"].astype(jnp.float32), terminated, truncated,
+                     fields["env_id"], elapsed.astype(jnp.int32), first, discount, extras)
+
+    def _xla_frames(self, obs: Any, native_elapsed: Any) -> Any:
+        """``_envpool_frames`` in the graph."""
+        import jax.numpy as jnp
+
+        stack = self._stack
+        unpushed = jnp.clip(stack - 1 - native_elapsed, 0, stack - 1)
+        index = jnp.maximum(jnp.arange(stack)[None, :], unpushed[:, None])
+        obs = jnp.take_along_axis(obs, index.reshape(index.shape + (1,) * (obs.ndim - 2)),
+                                  axis=1)
+        if self._rgb:
+            b, stack, h, w, c = obs.shape
+            obs = obs.transpose(0, 1, 4, 2, 3).reshape(b, stack * c, h, w)
+        return obs
 
     def _unpack(self, action: dict[str, Any],
                 env_id: npt.ArrayLike | None) -> tuple[Any, npt.ArrayLike | None]:
@@ -1117,6 +1289,10 @@ class GymnasiumEnvPool(_EnvPool, gym.vector.VectorEnv, gym.Env):  # type: ignore
             return rows.obs, info
         return rows.obs, rows.reward, rows.terminated, rows.truncated, info
 
+    def _xla_state(self, rows: _Rows) -> Any:
+        info = dict(self._info(rows))  # a plain dict: jax's pytrees know no subclass
+        return rows.obs, rows.reward, rows.terminated, rows.truncated, info
+
     def __repr__(self) -> str:
         return _EnvPool.__repr__(self)
 
@@ -1165,6 +1341,18 @@ class DMEnvPool(_EnvPool, _DmEnvironment):  # type: ignore[misc]
                   **obs, **info}
         step_type = np.where(rows.first, 0, np.where(rows.terminated | rows.truncated, 2, 1))
         return _TimeStep(step_type=step_type.astype(np.int32), reward=rows.reward,
+                         discount=rows.discount, observation=_state_type(tuple(fields))(**fields))
+
+    def _xla_state(self, rows: _Rows) -> Any:
+        import jax.numpy as jnp
+
+        info = self._info(rows)
+        del info["elapsed_step"]
+        obs = rows.obs if isinstance(rows.obs, dict) else {"obs": rows.obs}
+        fields = {"env_id": info.pop("env_id"), "players": _Players(**info.pop("players")),
+                  **obs, **info}
+        step_type = jnp.where(rows.first, 0, jnp.where(rows.terminated | rows.truncated, 2, 1))
+        return _TimeStep(step_type=step_type.astype(jnp.int32), reward=rows.reward,
                          discount=rows.discount, observation=_state_type(tuple(fields))(**fields))
 
 

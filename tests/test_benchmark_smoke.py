@@ -99,3 +99,17 @@ def test_control_suite_limit_takes_the_physics_of_the_tasks_reset(tmp_path: Path
     assert (settled["steps"], settled["episodes"], settled["reset_steps"]) == (240, 4, 200)
     assert unsettled["reset_steps"] == 0
     assert settled["checksum"] == again["checksum"] != unsettled["checksum"]
+
+
+@pytest.mark.slow  # benchmarks: the exhaustive tier
+def test_xla_quick_run_writes_json(tmp_path: Path) -> None:
+    pytest.importorskip("jax")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "xla.py"), "--quick", "--envs",
+         "CartPole-v1", "--threads", "1", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads((tmp_path / "xla.json").read_text())["rows"]
+    assert [(r["env"], r["threads"]) for r in rows] == [("CartPole-v1", 1)]
+    assert rows[0]["aiopool xla()"] > 0 and rows[0]["aiopool recv_blocking loop"] > 0
+    assert "| CartPole-v1 | 64 | 1 |" in proc.stdout

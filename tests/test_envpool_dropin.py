@@ -648,10 +648,8 @@ def test_the_native_option_behind_episodic_life_needs_life_loss_info() -> None:
         aiopool.make("Breakout-v5", soft_reset_on_life_loss=True)
 
 
-def test_xla_register_render_and_missing_info_keys_are_refused_clearly() -> None:
-    env = ours.make("Pong-v5", env_type="gymnasium", num_envs=1)
-    with pytest.raises(NotImplementedError, match="XLA"):
-        env.xla()
+def test_register_render_and_missing_info_keys_are_refused_clearly() -> None:
+    env = ours.make("Pong-v5", env_type="gymnasium", num_envs=1)  # xla(): tests/test_xla.py
     with pytest.raises(RuntimeError, match="render_mode must be set"):
         env.render()
     with pytest.raises(NotImplementedError, match="register"):

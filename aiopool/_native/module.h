@@ -35,6 +35,7 @@
 
 #include "numpy_math.h"
 #include "pool.h"
+#include "xla_ffi.h"
 
 namespace nb = nanobind;
 using namespace aiopool;
@@ -125,7 +126,14 @@ const char* kind_name(ConfigKey::Kind k) {
 class PyPool : public Pool {
  public:
   using Pool::Pool;
+  ~PyPool() {
+    close();
+    XlaRegistry::get().detach(this);  // after close: a handler inside leaves at once
+  }
+  PyPool(const PyPool&) = delete;
+  PyPool& operator=(const PyPool&) = delete;
   std::atomic<int> waiting{0};
+  std::vector<std::byte> xla_state;  // a caller's per-pool bytes for xla() (XlaRegistry::attach)
 };
 
 // Owns one taken block; numpy views of it keep this handle alive (their owner), and the
@@ -375,6 +383,18 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
   m.doc() = doc;
 
   m.def("list_envs", [] { return Registry::get().ids(); });
+  // xla()'s FFI handlers (send, recv, state_get, state_set) as capsules for jax.ffi.register_ffi_target, or
+  // None where jaxlib's headers were missing at build time.
+  m.def("_xla_handlers", []() -> nb::object {
+#ifdef AIOPOOL_XLA_FFI
+    return nb::make_tuple(nb::capsule(reinterpret_cast<void*>(xla_ffi::kSend)),
+                          nb::capsule(reinterpret_cast<void*>(xla_ffi::kRecv)),
+                          nb::capsule(reinterpret_cast<void*>(xla_ffi::kStateGet)),
+                          nb::capsule(reinterpret_cast<void*>(xla_ffi::kStateSet)));
+#else
+    return nb::none();
+#endif
+  });
   // A child forked with pools open keeps their natives alive for good (their threads are the
   // parent's: destroying one would join them); nanobind would list them as leaks at exit. Each
   // module is a nanobind domain of its own (CMakeLists.txt): each one quiets its own.
@@ -566,11 +586,30 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
            [](PyPool& p) {
              nb::gil_scoped_release release;
              p.close();
+             XlaRegistry::get().detach(&p);
              const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
              while (p.waiting.load() > 0 && std::chrono::steady_clock::now() < until)
                std::this_thread::sleep_for(std::chrono::microseconds(100));
            })
       .def_prop_ro("closed", &PyPool::closed)
+      // xla(): the FFI handlers find this pool by `id` until it closes (xla_ffi.h).
+      .def("xla_attach",
+           [](PyPool& p, uint64_t id) {
+             if (p.closed()) throw std::runtime_error("xla() on a closed pool");
+             XlaRegistry::get().attach(id, &p, p.xla_state.data(), p.xla_state.size());
+           })
+      // `nbytes` zeroed bytes that Python and xla()'s handlers share (a writeable numpy view
+      // owned by the pool); once per pool, before xla_attach.
+      .def(
+          "xla_state",
+          [](nb::handle self, std::size_t nbytes) {
+            PyPool& p = nb::cast<PyPool&>(self);
+            if (!p.xla_state.empty()) throw std::runtime_error("xla_state: already made");
+            p.xla_state.assign(nbytes, std::byte{0});
+            return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(
+                reinterpret_cast<uint8_t*>(p.xla_state.data()), {nbytes}, self);
+          },
+          nb::arg("nbytes"))
       // Partial batches: wait for every sent row without the GIL, then cut with it held.
       .def("flush",
            [](PyPool& p, double timeout_s) {

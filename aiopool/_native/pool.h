@@ -1,9 +1,11 @@
 // Wires ①–⑤: the action queue, the workers, the runner, the block ring and the ready queue.
 //
-// Threads: send/reset/take/arm/drain run on a thread holding the GIL (one at a time); the
-// per-env bookkeeping they share (`busy_`, `needs_reset_`, `stamp_`) is therefore plain data.
-// `wait()`, `help()` and `close()` run without the GIL. Workers, and a sync caller in `help()`,
-// only see the runner, ring and ready queue.
+// Threads: send/reset/take/arm/drain run on a thread holding the GIL, or on a thread of XLA's
+// running a jitted program's send or receive (xla_ffi.h), which does not hold it. The per-env
+// bookkeeping they share (`busy_`, `needs_reset_`, `stamp_`, the row counts) is plain data
+// under `state_mu_`, which each of them holds only while it changes that data (never while it
+// waits). `wait()`, `help()` and `close()` run without the GIL. Workers, and a sync caller in
+// `help()`, only see the runner, ring and ready queue.
 #pragma once
 
 #include <algorithm>
@@ -71,6 +73,7 @@ class Pool {
   // the integer seeds (seed + i) for envs that take those (Rng::take_seed; may be null).
   void stage_seeds(const int32_t* ids, std::size_t k, const uint64_t* states,
                    const int64_t* seeds = nullptr) {
+    const std::lock_guard<std::mutex> lock(state_mu_);
     check_ids(ids, k, "seed", /*need_idle=*/true, /*need_reset_ok=*/false);
     for (std::size_t j = 0; j < k; ++j) {
       const auto i = static_cast<std::size_t>(ids[j]);
@@ -82,10 +85,12 @@ class Pool {
 
   // What `reset` would refuse, checked before any of it is staged (seeds included).
   void check_reset(const int32_t* ids, std::size_t k) {
+    const std::lock_guard<std::mutex> lock(state_mu_);
     check_ids(ids, k, "async_reset", /*need_idle=*/true, /*need_reset_ok=*/false);
   }
 
   void reset(const int32_t* ids, std::size_t k) {
+    const std::lock_guard<std::mutex> lock(state_mu_);
     check_ids(ids, k, "async_reset", /*need_idle=*/true, /*need_reset_ok=*/false);
     for (std::size_t j = 0; j < k; ++j) {
       const auto i = static_cast<std::size_t>(ids[j]);
@@ -101,6 +106,7 @@ class Pool {
     if (nbytes != k * ab)
       throw std::invalid_argument("actions hold " + std::to_string(nbytes) + " bytes, expected " +
                                   std::to_string(k * ab) + " (one action per env in env_ids)");
+    const std::lock_guard<std::mutex> lock(state_mu_);
     check_ids(ids, k, "send", /*need_idle=*/true, /*need_reset_ok=*/true);
     check_actions(actions, k);
     for (std::size_t j = 0; j < k; ++j) {
@@ -115,6 +121,7 @@ class Pool {
   Block* take(int64_t spin_ns) {
     Block* b = spin_ns > 0 ? ready_.spin_take(spin_ns) : ready_.try_take();
     if (b == nullptr) return nullptr;
+    const std::lock_guard<std::mutex> lock(state_mu_);
     const Layout& L = layout();
     const bool disabled = opt_.autoreset == AutoReset::kDisabled;
     for (int r = 0; r < b->rows; ++r) {
@@ -131,23 +138,31 @@ class Pool {
   // the ring's row-index space, like every row count here: a block cut short by flush() counts
   // batch_size rows, the rows it did not fill included. Only the GIL holder changes it, so
   // `rows_in_flight() / batch_size` is exactly the number of batches still to come.
-  int64_t rows_in_flight() const { return static_cast<int64_t>(sent_rows_ - taken_rows_); }
+  int64_t rows_in_flight() const {
+    const std::lock_guard<std::mutex> lock(state_mu_);
+    return static_cast<int64_t>(sent_rows_ - taken_rows_);
+  }
   // Sent rows not yet written by a worker.
   int64_t rows_unwritten() const {
-    return static_cast<int64_t>(sent_rows_ - written_rows_.load(std::memory_order_seq_cst));
+    const std::lock_guard<std::mutex> lock(state_mu_);
+    return unwritten();
   }
 
   // Partial batches, step 1 (call without the GIL): wait until every row sent so far is written.
   bool wait_written(double timeout_s) {
     return ready_.wait_written(written_rows_, sent_rows_snapshot_, timeout_s, closed_);
   }
-  void snapshot_sent() { sent_rows_snapshot_ = sent_rows_; }
+  void snapshot_sent() {
+    const std::lock_guard<std::mutex> lock(state_mu_);
+    sent_rows_snapshot_ = sent_rows_;
+  }
 
   // Partial batches, step 2 (GIL held): if every sent row is written, publish the partly filled
   // block as a short batch. Returns its rows, 0 if there was none, -1 if rows are unwritten.
   int cut() {
     if (closed()) throw std::runtime_error("flush() on a closed pool");
-    if (rows_unwritten() != 0) return -1;
+    const std::lock_guard<std::mutex> lock(state_mu_);
+    if (unwritten() != 0) return -1;
     Block* b = ring_.cut();
     if (b == nullptr) return 0;
     const auto pad = static_cast<uint64_t>(opt_.batch_size - b->rows);
@@ -188,6 +203,7 @@ class Pool {
   // uncounts them. Several renders of an env may be claimed at once (from several threads);
   // `render` draws one call at a time (an env's camera is shared by its frames).
   void claim_render(const int32_t* ids, std::size_t k) {
+    const std::lock_guard<std::mutex> lock(state_mu_);
     check_ids(ids, k, "render", true, false);
     for (std::size_t j = 0; j < k; ++j)
       if (needs_reset_[static_cast<std::size_t>(ids[j])] == kNeverReset)
@@ -196,6 +212,7 @@ class Pool {
     for (std::size_t j = 0; j < k; ++j) ++rendering_[static_cast<std::size_t>(ids[j])];
   }
   void release_render(const int32_t* ids, std::size_t k) {
+    const std::lock_guard<std::mutex> lock(state_mu_);
     for (std::size_t j = 0; j < k; ++j) --rendering_[static_cast<std::size_t>(ids[j])];
   }
   bool render(const int32_t* ids, std::size_t k, uint8_t* out, std::size_t frame_bytes) {
@@ -250,6 +267,10 @@ class Pool {
 
  private:
   enum : uint8_t { kReady = 0, kNeverReset = 1, kEnded = 2 };
+
+  int64_t unwritten() const {
+    return static_cast<int64_t>(sent_rows_ - written_rows_.load(std::memory_order_seq_cst));
+  }
 
   static EnvSpec with_time_limit(EnvSpec spec, int max_episode_steps) {
     if (max_episode_steps >= 0) spec.max_episode_steps = max_episode_steps;
@@ -343,7 +364,8 @@ class Pool {
   std::unique_ptr<WorkerPool> workers_;
   std::atomic<uint64_t> written_rows_{0};
   std::atomic<bool> closed_{false};
-  // GIL-holder state.
+  // The callers' state: the GIL holder's, and an XLA thread's in a jitted send or receive.
+  mutable std::mutex state_mu_;
   std::vector<uint8_t> busy_, needs_reset_;
   std::vector<uint32_t> rendering_;  // renders claimed and not yet released, per env
   std::mutex render_mutex_;          // held while a render draws (GIL released)
