@@ -368,9 +368,10 @@ class Pool:
         self._streak += 1
         try:
             # A ready batch nobody parked waits for: _take_in_turn's first rung, inline.
-            batch = None if self._doorbell.serve() else self._take()
+            waiting = self._doorbell.serve()
+            batch = None if waiting else self._take()
             if batch is None:
-                batch = self._take_in_turn(timeout, holder)
+                batch = self._after_first_rung(waiting, timeout, holder)
         except EnvError as e:
             self._hand_out(e.batch, holder)
             raise
@@ -587,6 +588,11 @@ class Pool:
             batch = self._take()
             if batch is not None:
                 return batch
+        return self._after_first_rung(waiting, timeout, holder)
+
+    def _after_first_rung(self, waiting: int, timeout: float | None,
+                          holder: object) -> Batch | None:
+        """The ladder after a ready batch was looked for (``waiting``: receivers parked)."""
         self._check_can_complete(holder)
         if not waiting:
             return self._spin(timeout)
