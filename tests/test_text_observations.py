@@ -1,7 +1,7 @@
 """String observations on the process backend: gymnasium ``Text`` spaces (and other spaces of
 strings, such as minigrid's ``MissionSpace``) travel as fixed-width numpy strings, one per row;
 a string a row cannot hold as it came is an env error; minigrid's and BabyAI's envs step as
-gymnasium's ``SyncVectorEnv`` steps them, seed for seed."""
+gymnasium's ``SyncVectorEnv`` steps them, seed for seed, directly and through the adapter."""
 
 from __future__ import annotations
 
@@ -188,3 +188,50 @@ async def test_minigrid_steps_as_gymnasium_does_seed_for_seed(env_id: str, steps
             got = batch.obs
         assert ended.min() >= 1  # every env's episode ended (and the next one went on)
     ref.close()
+
+
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
+def test_make_gymnasium_gives_minigrid_as_sync_vector_env_does(mode: str) -> None:
+    """Spaces equal, missions as tuples of str, final_obs of same_step too; and a partial
+    reset (reset_mask) keeps the other envs' missions."""
+    env_id = "MiniGrid-DoorKey-5x5-v0"
+    ref = _reference(env_id, mode)
+    envs = aiopool.make_gymnasium(env_id, NUM_ENVS, autoreset_mode=mode, backend="processes",
+                                  num_workers=2)
+    try:
+        assert envs.single_observation_space == ref.single_observation_space
+        assert envs.observation_space == ref.observation_space
+        got, _ = envs.reset(seed=11)
+        want, _ = ref.reset(seed=11)
+        rng = np.random.default_rng(1)
+        finals = 0
+        for t in range(260):
+            assert isinstance(got["mission"], tuple) and got["mission"] == want["mission"], t
+            assert all(type(m) is str for m in got["mission"])
+            assert np.array_equal(got["image"], want["image"]), t
+            assert np.array_equal(got["direction"], want["direction"]), t
+            assert envs.observation_space.contains(got)
+            actions = _actions(rng, NUM_ENVS)
+            got, reward, term, trunc, info = envs.step(actions)
+            want, reward_ref, term_ref, trunc_ref, info_ref = ref.step(actions)
+            assert np.array_equal(reward, reward_ref) and np.array_equal(term, term_ref)
+            assert np.array_equal(trunc, trunc_ref), t
+            assert ("final_obs" in info) == ("final_obs" in info_ref), t
+            if "final_obs" in info:
+                finals += 1
+                for mine, theirs in zip(info["final_obs"], info_ref["final_obs"], strict=True):
+                    assert (mine is None) == (theirs is None)
+                    if mine is not None:
+                        assert type(mine["mission"]) is str
+                        assert mine["mission"] == theirs["mission"]
+                        assert mine["direction"] == theirs["direction"]
+                        assert np.array_equal(mine["image"], theirs["image"])
+        assert finals >= (1 if mode == "SameStep" else 0)
+        mask = np.array([False, True, False])
+        got, _ = envs.reset(seed=[None, 40, None], options={"reset_mask": mask})
+        want, _ = ref.reset(seed=[None, 40, None], options={"reset_mask": mask})
+        assert got["mission"] == want["mission"]
+        assert np.array_equal(got["image"], want["image"])
+    finally:
+        envs.close()
+        ref.close()
