@@ -92,6 +92,25 @@ class EnvSpec:
         )
 
 
+TEXT_WIDTH = 512
+"""The characters a string observation holds in a batch when its space declares no maximum
+(minigrid's ``MissionSpace``): EnvPool's width for BabyAI missions, whose longest in 300 resets
+of BossLevel and SynthSeq had 129 characters. A longer string is an env error, not cut."""
+
+
+def text_dtype(space: gym.spaces.Space[Any]) -> np.dtype[Any] | None:
+    """The numpy dtype a batch holds a string observation of ``space`` in, one string per
+    row: ``<U{max_length}`` for a ``Text`` space; ``<U{TEXT_WIDTH}`` for another space of
+    strings (a numpy ``str`` dtype, as minigrid's ``MissionSpace`` has) unless its dtype gives
+    a width; None for a space that is not of strings."""
+    if isinstance(space, gym.spaces.Text):
+        return np.dtype(f"<U{max(space.max_length, 1)}")
+    dtype = getattr(space, "dtype", None)
+    if dtype is not None and np.dtype(dtype).kind == "U":
+        return np.dtype(dtype) if np.dtype(dtype).itemsize else np.dtype(f"<U{TEXT_WIDTH}")
+    return None
+
+
 def _space(d: dict[str, Any]) -> gym.spaces.Space[Any]:
     dtype = np.dtype(d["dtype"])
     if d["kind"] == "discrete":

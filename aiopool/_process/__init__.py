@@ -6,8 +6,10 @@ are pickled with cloudpickle), and for any id with ``backend="processes"``. The 
 is unchanged: ``ProcessPool`` is a ``Pool`` whose native half is ``backend.ProcessNative``.
 
 Spaces: ``Box``, ``Discrete``, ``MultiDiscrete`` and ``MultiBinary`` observations and actions;
-``Dict`` and ``Tuple`` observations of those become named fields, so a batch's ``obs`` is a dict
-(or a tuple) of arrays, as gymnasium batches them.
+``Text`` observations (and other spaces of strings, such as minigrid's ``MissionSpace``) as
+fixed-width numpy strings, one per row (``spec.text_dtype``); ``Dict`` and ``Tuple``
+observations of those become named fields, so a batch's ``obs`` is a dict (or a tuple) of
+arrays, as gymnasium batches them.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..pool import Pool, per_env_seeds
-from ..spec import EnvSpec, InfoField
+from ..spec import EnvSpec, InfoField, text_dtype
 from .backend import ProcessNative
 from .layout import Field, Plan
 
@@ -185,21 +187,28 @@ def _name_of(factory: Callable[..., Any]) -> str:
 
 
 def _obs_fields(space: gym.spaces.Space[Any]) -> tuple[Field, ...]:
-    if isinstance(space, _SIMPLE):
+    if _is_leaf(space):
         return (_field("obs", space),)
     if isinstance(space, gym.spaces.Dict | gym.spaces.Tuple):
         items = space.spaces.items() if isinstance(space, gym.spaces.Dict) else enumerate(
             space.spaces)
         fields = []
         for key, sub in items:
-            if not isinstance(sub, _SIMPLE):
+            if not _is_leaf(sub):
                 raise ValueError(f"observation space {space} holds {sub} under {key!r}; the "
                                  "process backend takes Dict / Tuple observations of Box, "
-                                 "Discrete, MultiDiscrete and MultiBinary spaces, one level deep")
+                                 "Discrete, MultiDiscrete, MultiBinary and Text spaces, one "
+                                 "level deep")
             fields.append(_field(f"obs.{key}", sub))
         return tuple(fields)
     raise ValueError(f"observation space {space} is not supported; the process backend takes "
-                     "Box, Discrete, MultiDiscrete, MultiBinary, and Dict / Tuple of those")
+                     "Box, Discrete, MultiDiscrete, MultiBinary, Text, and Dict / Tuple of "
+                     "those")
+
+
+def _is_leaf(space: gym.spaces.Space[Any]) -> bool:
+    """A space one field holds: a simple one, or one of strings (``text_dtype``)."""
+    return isinstance(space, _SIMPLE) or text_dtype(space) is not None
 
 
 def _action_field(space: gym.spaces.Space[Any]) -> Field:
@@ -210,6 +219,9 @@ def _action_field(space: gym.spaces.Space[Any]) -> Field:
 
 
 def _field(name: str, space: gym.spaces.Space[Any]) -> Field:
+    text = text_dtype(space)
+    if text is not None:  # one string per row, the worker checks it fits (worker.py)
+        return Field(name, text.str, ())
     dtype = np.dtype(space.dtype) if space.dtype is not None else np.dtype(np.int64)
     return Field(name, dtype.str, tuple(space.shape or ()))
 

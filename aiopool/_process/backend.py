@@ -576,6 +576,7 @@ class ProcessNative:
             "worker": worker.index, "env_ids": worker.env_ids, "factory": self._factory,
             "inbox_fd": worker.inbox_fd, "pool_fd": self._pool_fd, "parent_fd": self._alive_r,
             "ready_fd": ready_w, "spin_us": self._spin_us, "commit_rows": self.batch_size,
+            "env_name": self.env_id,
         }
         fds: tuple[int, ...] = (self._memfd, worker.inbox_fd, self._pool_fd, self._alive_r,
                                 ready_w)

@@ -116,8 +116,11 @@ class Worker:
         self.ep_return = dict.fromkeys(self.env_ids, 0.0)
         self.ep_length = dict.fromkeys(self.env_ids, 0)
         self.elapsed = dict.fromkeys(self.env_ids, 0)
-        self.write_obs = _obs_writer(plan, self.lay.obs)
-        self.write_final = _obs_writer(plan, self.lay.final_obs) if self.same_step else None
+        space = self.envs[self.env_ids[0]].observation_space
+        name = config.get("env_name", "the env")
+        self.write_obs = _obs_writer(plan, self.lay.obs, space, name)
+        self.write_final = (_obs_writer(plan, self.lay.final_obs, space, name) if self.same_step
+                            else None)
         self.info_keys = [(f.name, self.lay.info[f.name]) for f in plan.info]
         self.action_is_int = plan.action.shape == () and np.dtype(plan.action.dtype).kind in "iu"
 
@@ -311,22 +314,85 @@ def _ring_read(box: np.ndarray, head: int, tail: int, cap: int) -> np.ndarray:
     return box[np.arange(head, tail) % cap]
 
 
-def _obs_writer(plan: Any, columns: dict[str, Any]) -> Callable[[int, Any], None]:
-    """write(i, obs): an observation into row i of the obs columns (one per Dict / Tuple key)."""
+def _obs_writer(plan: Any, columns: dict[str, Any], space: Any,
+                env_name: str) -> Callable[[int, Any], None]:
+    """write(i, obs): an observation into row i of the obs columns (one per Dict / Tuple key).
+    A string part is checked first (``_text_check``): one its column cannot hold raises."""
     if len(plan.obs) == 1 and plan.obs[0].name == "obs":
         column = columns["obs"]
+        check = _text_check(space, column.dtype, "observation", env_name)
 
         def write_one(i: int, obs: Any) -> None:
             column[i] = obs
 
-        return write_one
+        if check is None:
+            return write_one
+
+        def write_text(i: int, obs: Any) -> None:
+            check(obs)
+            column[i] = obs
+
+        return write_text
     keyed = [(_key_of(f.name), columns[f.name]) for f in plan.obs]
+    checks = [(key, col, check) for key, col in keyed
+              if (check := _text_check(space[key], col.dtype, f"observation[{key!r}]",
+                                       env_name)) is not None]
 
     def write_keyed(i: int, obs: Any) -> None:
         for key, col in keyed:
             col[i] = obs[key]
 
-    return write_keyed
+    def write_checked(i: int, obs: Any) -> None:
+        for key, _, check in checks:
+            check(obs[key])
+        for key, col in keyed:
+            col[i] = obs[key]
+
+    return write_checked if checks else write_keyed
+
+
+def _text_check(space: Any, dtype: np.dtype[Any], what: str,
+                env_name: str) -> Callable[[Any], None] | None:
+    """For a column of strings (``spec.text_dtype``), check(value): raises ValueError, naming
+    the env and the space, for a value the column would not hold as it came (numpy cuts a
+    longer string and drops trailing NULs without a word) or that the space does not contain
+    (gymnasium's ``Text.contains``: length and charset); None for other columns."""
+    if dtype.kind != "U":
+        return None
+    import gymnasium as gym
+
+    width = dtype.itemsize // 4
+    is_text = isinstance(space, gym.spaces.Text)
+    contains: Callable[[str], bool] = space.contains if is_text else (lambda value: True)
+    if type(space) is gym.spaces.Text:  # its contains without a generator: 0.7 us, not 5.6
+        charset, low, high = frozenset(space.character_set), space.min_length, space.max_length
+
+        def contains(value: str) -> bool:
+            return low <= len(value) <= high and charset.issuperset(value)
+
+    def check(value: Any) -> None:
+        if isinstance(value, str) and len(value) <= width and not value.endswith("\0") and (
+                contains(value)):
+            return
+        if not isinstance(value, str):
+            why = f"is {type(value).__name__} {value!r:.80}, expected a str"
+        elif len(value) > width:
+            why = (f"has {len(value)} characters, more than the {width} a batch holds for it "
+                   "(a longer string is refused, not cut)")
+        elif value.endswith("\0"):
+            why = "ends in NUL characters, which a batch's numpy string would drop"
+        elif len(value) < space.min_length:
+            why = f"has {len(value)} characters, fewer than the space's min_length"
+        elif outside := sorted(set(value) - set(space.character_set)):
+            why = f"has characters outside the space's charset: {''.join(outside)!r}"
+        else:  # a subclass's own contains said no
+            why = "is not in its space (its contains() is False)"
+        fix = ("make the env return strings its space contains" if is_text else
+               "declare the part as gymnasium.spaces.Text(max_length=...) for a wider column")
+        raise ValueError(f"{env_name}: {what} {value!r:.120} {why}; its space is {space}; "
+                         f"{fix}")
+
+    return check
 
 
 def _key_of(name: str) -> str | int:

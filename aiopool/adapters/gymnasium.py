@@ -25,6 +25,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, create_empty_array
 
 from ..registry import AUTORESET_NAMES
+from ..spec import text_dtype
 from . import (
     Lockstep,
     Rows,
@@ -64,7 +65,9 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
     ``SyncVectorEnv.render()`` (``RecordVideo`` records them). The envs live in C++:
     ``get_attr`` / ``call`` answer ``spec``, ``np_random_seed``, ``observation_space``,
     ``action_space``, ``metadata`` and ``render_mode``, and raise AttributeError for other names;
-    ``set_attr`` raises (pass constructor kwargs to ``make_gymnasium`` instead).
+    ``set_attr`` raises (pass constructor kwargs to ``make_gymnasium`` instead). A string part
+    of the observation (a process-backed env's ``Text`` or minigrid's mission) is a tuple of
+    ``str``, one per env, as ``SyncVectorEnv`` gives it (the pool's batches hold numpy strings).
 
     ``copy=False`` (as ``SyncVectorEnv(copy=False)``) returns observations without copying
     them: a step's are the pool's read-only view of its batch (a new array each step, never
@@ -122,8 +125,9 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
             None if seed is None else seed + i for i in range(num_envs)]
         # The latest obs of every env, for partial resets; after a step, the lockstep's
         # last_obs (read-only: the caller's copy may have been changed) until the next reset.
-        self._obs: Any = create_empty_array(self.single_observation_space, num_envs,
-                                            fn=np.zeros)
+        # Kept as the pool's arrays; string parts go out as gymnasium's tuples (_to_gym).
+        self._text = _text_parts(self.single_observation_space)
+        self._obs: Any = _empty_obs(self.single_observation_space, num_envs)
         self._stepped = False
         self._ended = np.zeros(num_envs, dtype=np.bool_)  # for DISABLED: must reset first
         self._disabled = mode is AutoresetMode.DISABLED
@@ -172,6 +176,8 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
         obs_map(lambda p: p[0].__setitem__(rows.env_id, p[1]), [self._obs, rows.obs])
         self._ended[rows.env_id] = False
         obs = obs_map(lambda p: p[0].copy(), [self._obs]) if self.copy else self._obs
+        if self._text:
+            obs = _to_gym(obs, self._text)
         return obs, self._infos(rows)
 
     def step(self, actions: npt.ArrayLike) -> tuple[
@@ -189,6 +195,8 @@ class GymnasiumVectorEnv(gym.vector.VectorEnv[Array, Array, Array]):
             self._ended = terminated | truncated
         if "final_obs" in info or "final_info" in info or self._optional:
             info = self._infos(rows)  # else already gymnasium's infos
+        if self._text:
+            obs = _to_gym(obs, self._text)
         return obs, reward, terminated, truncated, info
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
@@ -327,7 +335,44 @@ def _row_of(obs: Any, row: int) -> Any:
 
 
 def _item(value: Any) -> Any:
-    return value.item() if isinstance(value, np.integer) else value
+    return value.item() if isinstance(value, np.integer | np.str_) else value
+
+
+def _text_parts(space: gym.spaces.Space[Any]) -> tuple[Any, ...]:
+    """The keys (positions) of the string parts of a Dict (Tuple) observation space, or
+    (None,) for a space of strings itself (``spec.text_dtype``; process-backed envs)."""
+    if text_dtype(space) is not None:
+        return (None,)
+    if isinstance(space, gym.spaces.Dict | gym.spaces.Tuple):
+        items = space.spaces.items() if isinstance(space, gym.spaces.Dict) else enumerate(
+            space.spaces)
+        return tuple(key for key, sub in items if text_dtype(sub) is not None)
+    return ()
+
+
+def _empty_obs(space: gym.spaces.Space[Any], n: int) -> Any:
+    """gymnasium's ``create_empty_array``, but a string part is a numpy array of strings, as
+    the pool's batches hold it (gymnasium's is a tuple of str, which cannot be written into)."""
+    text = text_dtype(space)
+    if text is not None:
+        return np.zeros(n, dtype=text)
+    if _text_parts(space):
+        if isinstance(space, gym.spaces.Dict):
+            return {key: _empty_obs(sub, n) for key, sub in space.spaces.items()}
+        return tuple(_empty_obs(sub, n) for sub in space.spaces)  # type: ignore[attr-defined]
+    return create_empty_array(space, n, fn=np.zeros)
+
+
+def _to_gym(obs: Any, text: tuple[Any, ...]) -> Any:
+    """A batch's obs with its string parts (``text``: ``_text_parts``) as tuples of str, as
+    gymnasium's ``SyncVectorEnv`` gives them (``batch_space`` makes a ``Tuple`` of a ``Text``)."""
+    if text == (None,):
+        return tuple(obs.tolist())
+    if isinstance(obs, dict):
+        return {key: tuple(value.tolist()) if key in text else value
+                for key, value in obs.items()}
+    return tuple(tuple(value.tolist()) if key in text else value
+                 for key, value in enumerate(obs))
 
 
 def _spread(value: Array, env_id: npt.NDArray[np.int32], n: int) -> Array:
