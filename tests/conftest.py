@@ -70,9 +70,16 @@ CONTRACT_SUITES = {
 # Under pytest-xdist (``pytest -m slow -n auto``), the parity suites' cases spread over the
 # workers one by one: each steps its own pool and reference. Every other file runs whole on one
 # worker, as its module fixtures expect (one Ray, one MLServer, one build of the C++ core
-# tests, one CPU-kernel matrix); the two Ray files share one worker. The largest units go
-# first. (xdist's own ``xdist_group`` marks do not reach its scheduler under pytest 9.2.)
+# tests, one CPU-kernel matrix); the two Ray files share one worker. (xdist's own
+# ``xdist_group`` marks do not reach its scheduler under pytest 9.2.)
 SHARED_UNITS = {"test_contract_on_ray.py": "ray", "test_distributed.py": "ray"}
+# The units that take minutes go first, longest first (measured: minutes of CPU, or of wall for
+# Ray's, in an exhaustive run), so that none starts last and leaves the other workers idle at
+# the end; then the others, the units with more tests first (xdist's own order).
+FIRST_UNITS = ("tests/test_cpu_dispatch.py", "ray", "tests/test_native.py",
+               "tests/test_stateful.py", "tests/test_ppo_example.py",
+               "tests/test_process_backend.py", "tests/test_ppo_mujoco_atari_examples.py",
+               "tests/test_stateful_process.py")
 
 
 def xdist_unit(nodeid: str) -> str:
@@ -92,7 +99,26 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             return xdist_unit(nodeid)
 
+    config.option.loadscopereorder = False  # the workers collect in xdist_order's order
     return Units(config, log)
+
+
+def xdist_order(items: list[pytest.Item]) -> None:
+    """Sort ``items`` so that their units come in the order xdist should hand them out:
+    ``FIRST_UNITS`` first, in their order, then the units with more tests (a unit's tests stay
+    together, in their order)."""
+    sizes: dict[str, int] = {}
+    for item in items:
+        unit = xdist_unit(item.nodeid)
+        sizes[unit] = sizes.get(unit, 0) + 1
+    rank = {unit: k for k, unit in enumerate(FIRST_UNITS)}
+    first_seen = {unit: k for k, unit in enumerate(sizes)}
+
+    def key(item: pytest.Item) -> tuple[int, int, int]:
+        unit = xdist_unit(item.nodeid)
+        return rank.get(unit, len(rank)), -sizes[unit], first_seen[unit]
+
+    items.sort(key=key)  # stable: each unit's tests keep their order
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -114,6 +140,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         gone = set(dropped)
         items[:] = [item for item in items if item not in gone]
         config.hook.pytest_deselected(items=dropped)
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def order_for_xdist(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A pytest-xdist worker collects the tests left after ``-m`` / ``-k`` in the order of
+    their units (``xdist_order``)."""
+    if hasattr(config, "workerinput"):
+        xdist_order(items)
 
 
 @pytest.fixture(autouse=True)
