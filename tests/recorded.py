@@ -83,6 +83,58 @@ def kernel_profile() -> str:
     return f"numpy {'+'.join(targets) or 'baseline'}; OpenBLAS {openblas_corename()}"
 
 
+# The CPU-kernel matrix (tests/test_cpu_dispatch.py): environments under which numpy and
+# OpenBLAS run other CPUs' kernels on this one, one entry per distinct set of kernels, with the
+# OpenBLAS kernel each must report (None: whatever it picks). OpenBLAS runs its Haswell kernels
+# for OPENBLAS_CORETYPE=Zen and its SkylakeX ones for Cooperlake (it reports so): no entries.
+KERNEL_MATRIX: list[tuple[str, dict[str, str], str | None]] = [
+    ("SkylakeX", {"OPENBLAS_CORETYPE": "SkylakeX"}, "SkylakeX"),
+    ("Haswell", {"OPENBLAS_CORETYPE": "Haswell"}, "Haswell"),
+    # a CPU with AVX but neither AVX2 nor FMA: numpy's baseline loops, OpenBLAS's Sandy Bridge
+    ("Sandybridge-numpy-baseline",
+     {"OPENBLAS_CORETYPE": "Sandybridge", "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL "
+      "AVX512_SPR"}, "Sandybridge"),
+    ("Prescott", {"OPENBLAS_CORETYPE": "Prescott"}, None),
+]
+# The parity cases each entry runs: those whose arithmetic goes through CPU-dispatched numpy
+# code. Box2D's envs (CarRacing too) go through none (Box2D's own C++, Python's math), nor do
+# the toy-text envs (integer steps, the Generator's draws) or the Control Suite's spec checks;
+# the other autoreset modes run the same arithmetic as next_step, and some tasks run another
+# task's arithmetic of their domain (the dog's walk and trot are its run at other speeds; the
+# CMU humanoid's walk is its run).
+KERNEL_SUITES = ["tests/test_parity_mujoco.py::test_default_kwargs_match_gymnasium",
+                 "tests/test_parity_classic_control.py", "tests/test_parity_dmc.py",
+                 "tests/test_cpu_dispatch.py::test_the_envs_kernels_are_numpys_own"]
+KERNEL_CASES = " and ".join(
+    f"not {name}" for name in (
+        "LunarLander", "BipedalWalker", "same_step", "disabled", "uvloop",
+        "CarRacing", "Taxi", "FrozenLake", "CliffWalking", "Blackjack",
+        "test_ids_specs_and_kwargs",
+        "dog-walk", "dog-trot", "humanoid_CMU-walk"))
+# The recordings a kernel entry's cases are checked against.
+KERNEL_STORES = ("test_parity_mujoco", "test_parity_classic_control", "test_parity_dmc")
+
+
+def probe_kernels(env: Mapping[str, str]) -> tuple[str | None, str]:
+    """OpenBLAS's kernel and the kernel profile a Python process runs under ``env`` (added to
+    this one's environment)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.path.insert(0, 'tests'); import recorded as r; "
+         "print(r.openblas_corename()); print(r.kernel_profile())"],
+        cwd=STORE.parent.parent, env={**os.environ, **env}, capture_output=True, text=True,
+        timeout=120, check=True)
+    corename, profile = out.stdout.strip().splitlines()
+    return (None if corename == "None" else corename), profile
+
+
+def profile_recorded(profile: str) -> bool:
+    """Whether every store the kernel matrix checks holds ``profile``."""
+    return all(profile in _store(module).data["profiles"] for module in KERNEL_STORES)
+
+
 def case_key_of(name: str) -> str:
     """A case's key from its test's name (``test_x[asyncio-recorded-Ant-v5]``): the name
     without its source and loop, so that one recording serves both."""

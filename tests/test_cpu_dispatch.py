@@ -16,21 +16,23 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 import pytest
-from recorded import LIVE_ENV, openblas_corename
+from recorded import (
+    KERNEL_CASES,
+    KERNEL_MATRIX,
+    KERNEL_SUITES,
+    LIVE_ENV,
+    openblas_corename,
+    probe_kernels,
+    profile_recorded,
+)
 
 from aiopool.registry import _modules
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _openblas_corename() -> bytes | None:
-    """The OpenBLAS kernel family numpy's BLAS runs on this CPU, or None if it is no OpenBLAS."""
-    name = openblas_corename()
-    return None if name is None else name.encode()
 
 
 @pytest.mark.parametrize("module", _modules(), ids=lambda m: m.__name__.rsplit(".", 1)[1])
@@ -81,99 +83,83 @@ def test_float32_sin_is_numpys_loop_not_libm() -> None:
     np.testing.assert_array_equal(ours, np.sin(x))
 
 
-# (environment, what OpenBLAS must report, if anything): one entry per distinct set of kernels.
-# 1.5-2 min each (the parity suites of every family with numpy code), so all run with the slow
-# suites; the default run keeps the kernel test above, which compares each kernel with numpy's on
-# this CPU. Entries that would repeat a kernel set are left out: OpenBLAS runs its Haswell kernels
-# for OPENBLAS_CORETYPE=Zen and its SkylakeX ones for Cooperlake (it reports so), and an entry
-# whose kernels are this CPU's own is skipped (the default run's parity suites ran them).
-_SLOW = pytest.mark.slow
-MATRIX = [
-    pytest.param({"OPENBLAS_CORETYPE": "SkylakeX"}, b"SkylakeX", id="SkylakeX", marks=_SLOW),
-    pytest.param({"OPENBLAS_CORETYPE": "Haswell"}, b"Haswell", id="Haswell", marks=_SLOW),
-    # a CPU with AVX but neither AVX2 nor FMA: numpy's baseline loops, OpenBLAS's Sandy Bridge
-    pytest.param({"OPENBLAS_CORETYPE": "Sandybridge",
-                  "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"},
-                 b"Sandybridge", id="Sandybridge-numpy-baseline", marks=_SLOW),
-    pytest.param({"OPENBLAS_CORETYPE": "Prescott"}, None, id="Prescott", marks=_SLOW),
-]
-PARITY = ["tests/test_parity_mujoco.py::test_default_kwargs_match_gymnasium",
-          "tests/test_parity_classic_control.py", "tests/test_parity_dmc.py",
-          "tests/test_cpu_dispatch.py::test_the_envs_kernels_are_numpys_own"]
-# Box2D's envs (CarRacing too) go through no CPU-dispatched numpy code (Box2D's own C++,
-# Python's math), nor do the toy-text envs (integer steps, the Generator's draws) or the Control
-# Suite's spec checks: their cases (minutes) are left out of the matrix; so are the other
-# autoreset modes, which run the same arithmetic as next_step, and the tasks whose arithmetic
-# another task of their domain runs (the dog's walk and trot are its run at other speeds; the
-# CMU humanoid's walk is its run).
-NOT_DISPATCHED = " and ".join(
-    f"not {name}" for name in (
-        "LunarLander", "BipedalWalker", "same_step", "disabled", "uvloop",
-        "CarRacing", "Taxi", "FrozenLake", "CliffWalking", "Blackjack",
-        "test_ids_specs_and_kwargs",
-        "dog-walk", "dog-trot", "humanoid_CMU-walk"))
+# The matrix (tests/recorded.py's KERNEL_MATRIX): each entry runs the parity cases whose
+# arithmetic goes through CPU-dispatched numpy code in a subprocess under other CPUs' kernels.
+# An entry whose kernel profile is recorded (``python -m tests.record_references --kernels``
+# records each one beside its live references) checks the native rows against that recording,
+# as the default tier does on this CPU's kernels, ~40 s of CPU; one never recorded here (another
+# CPU) steps its live references, ~2 min; ``AIOPOOL_LIVE_REFERENCES=1`` makes every entry live.
+# All run with the slow suites; the default run keeps the kernel test above, which compares each
+# kernel with numpy's on this CPU. An entry whose kernels are this CPU's own is skipped (the
+# default run's parity suites ran them).
+MATRIX = [pytest.param(env, corename, id=name, marks=pytest.mark.slow)
+          for name, env, corename in KERNEL_MATRIX]
 
 
-
-def _skip_reason(env: dict[str, str], corename: bytes | None) -> str | None:
-    if _openblas_corename() is None:
+def _skip_reason(env: dict[str, str], corename: str | None) -> str | None:
+    if openblas_corename() is None:
         return "numpy's BLAS is not OpenBLAS: OPENBLAS_CORETYPE does not apply"
-    if corename == _openblas_corename() and not any(k.startswith("NPY_") for k in env):
+    if corename == openblas_corename() and not any(k.startswith("NPY_") for k in env):
         return f"this CPU runs OpenBLAS's {corename!r} kernels: the default run covers them"
     return None
 
 
+class MatrixRun(NamedTuple):
+    proc: subprocess.Popen[bytes]
+    log: Path
+    corename: str | None  # what OpenBLAS reported under the entry's environment
+    live: bool  # its references step beside it (its profile was never recorded, or asked for)
+
+
 @pytest.fixture(scope="module")
 def matrix_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-                ) -> Iterator[dict[str, tuple[subprocess.Popen[bytes], Path]]]:
+                ) -> Iterator[dict[str, MatrixRun]]:
     """The parity runs of every entry of the matrix this session runs, started together: each
-    is one Python process, mostly its references stepping, so on 2 cores three take the time
-    of two. The default tier's cases run beside their live references (tests/recorded.py: the
-    digests recorded on this CPU's kernels do not apply to others')."""
+    is one Python process, so on 2 cores three take the time of two."""
     selected = {item.callspec.id for item in request.session.items
                 if getattr(item, "originalname", "") == "test_parity_under_other_cpus_kernels"}
     runs = {}
-    for entry in MATRIX:
-        env, corename = entry.values
-        if entry.id not in selected or _skip_reason(env, corename) is not None:
+    for name, env, corename in KERNEL_MATRIX:
+        if name not in selected or _skip_reason(env, corename) is not None:
             continue
-        out = tmp_path_factory.mktemp("kernels") / f"{entry.id}.log"
+        reported, profile = probe_kernels(env)
+        live = bool(os.environ.get(LIVE_ENV)) or not profile_recorded(profile)
+        out = tmp_path_factory.mktemp("kernels") / f"{name}.log"
         with out.open("wb") as log:
-            runs[entry.id] = (subprocess.Popen(
+            proc = subprocess.Popen(
                 [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m",
-                 "not slow", "-k", NOT_DISPATCHED, *PARITY], cwd=ROOT,
-                env={**os.environ, **env, LIVE_ENV: "1"}, stdout=log, stderr=subprocess.STDOUT),
-                out)
+                 "not slow", "-k", KERNEL_CASES, *KERNEL_SUITES], cwd=ROOT,
+                env={**os.environ, **env, **({LIVE_ENV: "1"} if live else {})}, stdout=log,
+                stderr=subprocess.STDOUT)
+        runs[name] = MatrixRun(proc, out, reported, live)
     yield runs
-    for proc, _ in runs.values():
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    for run in runs.values():
+        if run.proc.poll() is None:
+            run.proc.kill()
+            run.proc.wait()
 
 
 @pytest.mark.timeout(1200)  # the first entry waits for its run, which shares the cores
 @pytest.mark.parametrize(("env", "corename"), MATRIX)
-def test_parity_under_other_cpus_kernels(env: dict[str, str], corename: bytes | None,
-                                         matrix_runs: dict[str, Any],
+def test_parity_under_other_cpus_kernels(env: dict[str, str], corename: str | None,
+                                         matrix_runs: dict[str, MatrixRun],
                                          request: pytest.FixtureRequest) -> None:
     reason = _skip_reason(env, corename)
     if reason is not None:
         pytest.skip(reason)
-    full = {**os.environ, **env}
+    run = matrix_runs[request.node.callspec.id]
     if corename is not None:
-        probe = subprocess.run(
-            [sys.executable, "-c", "import sys; sys.path.insert(0, 'tests'); from recorded "
-             "import openblas_corename as c; print(c())"], cwd=ROOT, env=full,
-            capture_output=True, text=True, timeout=60)
-        assert probe.stdout.strip() == corename.decode(), (
-            f"OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']} should run OpenBLAS's "
-            f"{corename.decode()} kernels, got {probe.stdout.strip()!r} {probe.stderr[-500:]}")
-    proc, log = matrix_runs[request.node.callspec.id]
+        assert run.corename == corename, (
+            f"OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']} should run OpenBLAS's {corename} "
+            f"kernels, got {run.corename!r}")
     try:
-        returncode = proc.wait(timeout=900)
+        returncode = run.proc.wait(timeout=900)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        run.proc.kill()
         raise
-    out = log.read_text(errors="replace")
-    assert returncode == 0, f"parity with {env} failed:\n{out[-6000:]}"
-    assert " passed" in out.strip().splitlines()[-1], out[-500:]
+    out = run.log.read_text(errors="replace")
+    how = "beside the live references" if run.live else "against the recording"
+    assert returncode == 0, f"parity with {env} ({how}) failed:\n{out[-6000:]}"
+    summary = out.strip().splitlines()[-1]
+    # A recorded case skips where its profile is missing: none may, or the entry checked nothing.
+    assert " passed" in summary and "skipped" not in summary, out[-2000:]
