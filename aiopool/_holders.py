@@ -47,10 +47,11 @@ def current_holder() -> object:
     return threading.get_ident()
 
 
+# task_of(loop): the task running on ``loop`` now, or None.
 if sys.version_info >= (3, 12):
-    _task_of = asyncio.current_task
+    task_of = asyncio.current_task
 else:  # 3.11's current_task is Python code that reads this dict of C's (3.12's is C)
-    _task_of = asyncio.tasks._current_tasks.get  # type: ignore[attr-defined]
+    task_of = asyncio.tasks._current_tasks.get  # type: ignore[attr-defined]
 
 
 class _LastLoop(threading.local):
@@ -70,10 +71,10 @@ def task_holder() -> object:
     to another thread while this one runs a loop of its own would be asked wrongly: asyncio
     runs a loop on the thread that made it, in practice.)"""
     loop = _LAST_LOOP.loop
-    task = _task_of(loop) if loop is not None else None
+    task = task_of(loop) if loop is not None else None
     if task is None:
         loop = _LAST_LOOP.loop = asyncio.get_running_loop()
-        task = _task_of(loop)
+        task = task_of(loop)
         if task is None:
             return threading.get_ident()
     return weakref.ref(task)

@@ -36,7 +36,7 @@ import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 
-from ._holders import Holders, call_soon_weakly, current_holder, task_holder, weak_call
+from ._holders import Holders, call_soon_weakly, current_holder, task_holder, task_of, weak_call
 from ._waiting import Doorbell, Item
 from .batch import Batch, splitter
 from .errors import EnvError, NothingInFlight, PoolClosed, WorkerDied
@@ -425,11 +425,15 @@ class Pool:
             if self._state is PoolState.CLOSED:
                 return
             self.async_reset()
-        # recv's steps, inline: a batch that is ready costs no coroutine of its own.
+        # recv's steps, inline: a batch that is ready costs no coroutine of its own. The holder
+        # is the task that iterates the stream, asked again only where another task does.
+        loop = asyncio.get_running_loop()
+        holder = task_holder()
         while True:
             if self._state is not PoolState.OPEN:
                 return
-            holder = task_holder()
+            if holder.__class__ is not weakref.ref or holder() is not task_of(loop):
+                holder = task_holder()
             try:
                 batch = self._recv_now(None, holder)
                 if batch is None:
