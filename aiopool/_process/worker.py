@@ -116,7 +116,8 @@ class Worker:
         self.ep_return = dict.fromkeys(self.env_ids, 0.0)
         self.ep_length = dict.fromkeys(self.env_ids, 0)
         self.elapsed = dict.fromkeys(self.env_ids, 0)
-        space = self.envs[self.env_ids[0]].observation_space
+        # (A worker that holds no env, as when there are more workers than envs, writes none.)
+        space = self.envs[self.env_ids[0]].observation_space if self.env_ids else None
         name = config.get("env_name", "the env")
         self.write_obs = _obs_writer(plan, self.lay.obs, space, name)
         self.write_final = (_obs_writer(plan, self.lay.final_obs, space, name) if self.same_step
@@ -317,10 +318,12 @@ def _ring_read(box: np.ndarray, head: int, tail: int, cap: int) -> np.ndarray:
 def _obs_writer(plan: Any, columns: dict[str, Any], space: Any,
                 env_name: str) -> Callable[[int, Any], None]:
     """write(i, obs): an observation into row i of the obs columns (one per Dict / Tuple key).
-    A string part is checked first (``_text_check``): one its column cannot hold raises."""
+    A string part is checked first (``_text_check``): one its column cannot hold raises. No
+    ``space`` (the worker holds no env): nothing to check, nothing will be written."""
     if len(plan.obs) == 1 and plan.obs[0].name == "obs":
         column = columns["obs"]
-        check = _text_check(space, column.dtype, "observation", env_name)
+        check = (None if space is None else
+                 _text_check(space, column.dtype, "observation", env_name))
 
         def write_one(i: int, obs: Any) -> None:
             column[i] = obs
@@ -334,9 +337,9 @@ def _obs_writer(plan: Any, columns: dict[str, Any], space: Any,
 
         return write_text
     keyed = [(_key_of(f.name), columns[f.name]) for f in plan.obs]
-    checks = [(key, col, check) for key, col in keyed
-              if (check := _text_check(space[key], col.dtype, f"observation[{key!r}]",
-                                       env_name)) is not None]
+    checks = [(key, col, check) for key, col in keyed if space is not None
+              and (check := _text_check(space[key], col.dtype, f"observation[{key!r}]",
+                                        env_name)) is not None]
 
     def write_keyed(i: int, obs: Any) -> None:
         for key, col in keyed:
