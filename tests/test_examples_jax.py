@@ -1,0 +1,91 @@
+"""examples/ppo_atari_jax_scan.py: with a tiny budget it runs its jitted rollout (a
+``lax.scan`` over ``envs.xla()``'s step) and update, and prints lines that parse (SPS,
+episodic returns); the rollout logs the games the envs played."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("flax", reason="needs flax: pip install -e '.[test]'")
+pytest.importorskip("optax", reason="needs optax: pip install -e '.[test]'")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+
+import ppo_atari_jax_scan as atari
+
+ROOT = Path(__file__).resolve().parent.parent
+
+ATARI_LINE = re.compile(r"^iteration (\d+)/(\d+)  global_step=(\d+)  SPS=(\d+)  "
+                        r"episodic_return=(-|[\d.]+ \(\d+ games\))", re.M)
+
+
+def test_atari_scan_tiny_budget_runs_from_the_command_line() -> None:
+    # Two iterations of 8 envs x 16 steps, one epoch of 2 minibatches: the flags reach the
+    # script, a line per iteration and the summary parse.
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "ppo_atari_jax_scan.py"), "--env-id",
+         "Breakout-v5", "--num-envs", "8", "--num-steps", "16", "--total-timesteps", "256",
+         "--update-epochs", "1", "--num-minibatches", "2", "--seed", "3"],
+        capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = ATARI_LINE.findall(r.stdout)
+    assert [(i, n, step) for i, n, step, _, _ in lines] == [("1", "2", "128"), ("2", "2", "256")]
+    assert all(int(sps) > 0 for *_, sps, _ in lines)
+    summary = re.search(r"^done: 256 env steps in [\d.]+ s, SPS=(\d+) \(after the first "
+                        r"iteration, which compiles: (\d+)\), (\d+) games", r.stdout, re.M)
+    assert summary and int(summary[1]) > 0 and int(summary[2]) > 0, r.stdout
+
+
+def test_atari_scan_rollout_logs_whole_games_from_the_info() -> None:
+    # The jitted rollout, replayed: the same-seed envs stepped in Python with the actions the
+    # scan took give the same frames, and the games it logged are theirs. Breakout with
+    # episodic life: a lost life ends a training episode (done), a game ends on
+    # info["terminated"], its score is the unclipped info["reward"] summed over the game.
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import optax
+    from flax.training.train_state import TrainState
+
+    import aiopool.envpool as envpool
+
+    args = atari.Args(num_envs=2, num_steps=400)
+    envs, replay = (envpool.make("Breakout-v5", env_type="gymnasium", num_envs=2,
+                                 episodic_life=True, reward_clip=True, seed=5)
+                    for _ in range(2))
+    agent = atari.AtariAgent(4)
+    obs, _ = envs.reset()
+    state = TrainState.create(apply_fn=agent.apply, tx=optax.sgd(0.0),
+                              params=agent.init(jax.random.PRNGKey(0), jnp.asarray(obs)))
+    handle, _, _, step = envs.xla()
+    rollout, _ = atari.make_functions(args, step, agent)
+    games = atari.Games(jnp.zeros(2), jnp.zeros(2, jnp.int32))
+    *_, moved, ended = jax.device_get(
+        rollout(state, handle, jnp.asarray(obs), games, jax.random.PRNGKey(1)))
+    envs.close()
+
+    frames, _ = replay.reset()
+    score, length = np.zeros(2), np.zeros(2, np.int64)
+    logged = []
+    for t in range(args.num_steps):
+        np.testing.assert_array_equal(moved.obs[t], frames, err_msg=f"step {t}")
+        frames, reward, terminated, truncated, info = replay.step(moved.action[t])
+        assert list(moved.reward[t]) == list(reward)  # clipped: what the agent learns from
+        assert list(moved.done[t]) == list(terminated | truncated)
+        score += info["reward"]
+        length += 1
+        over = info["terminated"].astype(bool) | truncated
+        assert list(ended.ended[t]) == list(over), f"step {t}"
+        for i in np.flatnonzero(over):
+            logged.append((ended.score[t, i], ended.length[t, i]))
+            assert (ended.score[t, i], ended.length[t, i]) == (score[i], length[i])
+        score[over], length[over] = 0, 0
+    replay.close()
+    assert logged, "a random policy loses Breakout's 5 lives within 400 steps"
+    assert any(done and not over for done, over in
+               zip(moved.done.ravel(), ended.ended.ravel(), strict=True))  # a lost life
