@@ -30,6 +30,7 @@ CARTPOLE_LINE = re.compile(r"^\[(aiopool|gymnax)\] iteration (\d+)/(\d+)  global
 SUMMARY_ROW = re.compile(r"^(aiopool|gymnax) +(\d+) +(\d+) +([\d.]+) +([\d.]+)$", re.M)
 
 
+@pytest.mark.slow  # ~16 s: XLA compiles the Atari network's update
 def test_atari_scan_tiny_budget_runs_from_the_command_line() -> None:
     # Two iterations of 2 envs x 8 steps, one epoch of one minibatch (what costs is compiling
     # the CNN's rollout and update, ~12 s of CPU): the flags reach the script, a line per
@@ -48,6 +49,7 @@ def test_atari_scan_tiny_budget_runs_from_the_command_line() -> None:
     assert summary and int(summary[1]) > 0 and int(summary[2]) > 0, r.stdout
 
 
+@pytest.mark.slow  # ~12 s: XLA compiles the Atari network
 def test_atari_scan_rollout_logs_whole_games_from_the_info() -> None:
     # The jitted rollout, replayed: the same-seed envs stepped in Python with the actions the
     # scan took give the same frames, and the games it logged are theirs. Breakout with
