@@ -481,6 +481,19 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
     return nb::none();
 #endif
   });
+  // The same handlers' GPU forms (platform="gpu"), or None as above.
+  m.def("_xla_gpu_handlers", []() -> nb::object {
+#ifdef AIOPOOL_XLA_FFI
+    return nb::make_tuple(nb::capsule(reinterpret_cast<void*>(xla_ffi::kSendGpu)),
+                          nb::capsule(reinterpret_cast<void*>(xla_ffi::kRecvGpu)),
+                          nb::capsule(reinterpret_cast<void*>(xla_ffi::kStateGetGpu)),
+                          nb::capsule(reinterpret_cast<void*>(xla_ffi::kStateSetGpu)));
+#else
+    return nb::none();
+#endif
+  });
+  // Whether the GPU handlers can run here: "" where the CUDA driver loads, else why not.
+  m.def("_cuda_driver_error", [] { return CudaDriver::get().error(); });
   // A child forked with pools open keeps their natives alive for good (their threads are the
   // parent's: destroying one would join them); nanobind would list them as leaks at exit. Each
   // module is a nanobind domain of its own (CMakeLists.txt): each one quiets its own.
