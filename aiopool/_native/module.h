@@ -193,7 +193,7 @@ struct BatchMaker {
     if (PyList_GET_ITEM(record.ptr(), 2) == nullptr || PyList_GET_ITEM(record.ptr(), 3) == nullptr)
       throw nb::python_error();
     if (PyDict_SetItem(held.ptr(), token.ptr(), record.ptr()) < 0) throw nb::python_error();
-    if (holder.ptr() != last.ptr()) {
+    if (holder.ptr() != last.ptr() && PyWeakref_CheckRef(holder.ptr())) {  // a task's (a thread's: nothing)
       watch(holder);
       last = nb::borrow(holder);
     }
