@@ -21,6 +21,7 @@ import pytest
 
 import aiopool
 from aiopool import procgen, registry
+from aiopool._native.families import PROCGEN
 
 try:
     procgen.install()
@@ -37,7 +38,7 @@ GAMES = ["bigfish", "bossfight", "caveflyer", "chaser", "climber", "coinrun", "d
          "starpilot"]
 MODES = {"Easy": "easy", "Hard": "hard", "Extreme": "extreme", "Memory": "memory",
          "Exploration": "exploration"}
-IDS = [i for i in aiopool.list_envs() if registry.family_of(i) is registry.FAMILIES[-1]]
+IDS = [i for i in aiopool.list_envs() if registry.family_of(i) is PROCGEN]
 
 
 def _game_mode(env_id: str) -> tuple[str, str]:
