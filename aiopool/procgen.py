@@ -176,15 +176,17 @@ def reference_env(**kwargs: Any) -> Any:
     """
     install()
     folder = cache_dir()
+    gym3_dir = folder / f"gym3-{GYM3_VERSION}"  # its own folder: only gym3 goes on sys.path
     with _locked(folder):
-        if not (folder / f"{GYM3_WHEEL}.sha256").is_file():
+        if not (gym3_dir / f"{GYM3_WHEEL}.sha256").is_file():
+            gym3_dir.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(prefix="aiopool-gym3-") as tmp:
                 _unpack(_download(f"gym3=={GYM3_VERSION}", GYM3_WHEEL, GYM3_SHA256, Path(tmp)),
-                        "gym3", folder)
-            (folder / f"{GYM3_WHEEL}.sha256").write_text(GYM3_SHA256 + "\n")
-    if str(folder) not in sys.path:
-        sys.path.append(str(folder))
-    name = "_aiopool_procgen_reference"
+                        "gym3", gym3_dir)
+            (gym3_dir / f"{GYM3_WHEEL}.sha256").write_text(GYM3_SHA256 + "\n")
+    if str(gym3_dir) not in sys.path:
+        sys.path.append(str(gym3_dir))
+    name = "_aiopool_procgen_reference"  # procgen's package, without its __init__
     if name not in sys.modules:
         package = types.ModuleType(name)
         package.__path__ = [str(folder / "procgen")]

@@ -139,6 +139,30 @@ def test_autoreset_modes_equal_procgen(autoreset: str) -> None:
     assert _compare("StarpilotEasy-v0", 400, autoreset=autoreset, seed=2) > 0
 
 
+def test_disabled_autoreset_takes_a_reset_that_shows_the_next_level() -> None:
+    """With autoreset disabled the user resets an ended env: its row is the frame procgen
+    already shows (the next level's first), and stepping goes on as procgen's."""
+    ref = Reference("StarpilotEasy-v0", 1, 2)
+    rng = np.random.default_rng(0)
+    ends = 0
+    with aiopool.make("StarpilotEasy-v0", num_envs=1, seed=2, autoreset="disabled") as pool:
+        pool.async_reset()
+        pool.recv_blocking(timeout=60)
+        for t in range(400):
+            action = int(rng.integers(15))
+            pool.send(np.array([action]))
+            batch = pool.recv_blocking(timeout=60)
+            obs, rew, first, info = ref.step(0, action)
+            _same_row(batch, 0, obs, info, f"step {t}")
+            assert batch.reward[0] == rew and bool(batch.terminated[0]) == first, f"step {t}"
+            if first:
+                pool.async_reset()
+                batch = pool.recv_blocking(timeout=60)
+                _same_row(batch, 0, obs, info, f"reset after step {t}")
+                ends += 1
+    assert ends > 0
+
+
 def test_options_equal_procgen() -> None:
     _compare("ChaserEasy-v0", 300, center_agent=False, use_backgrounds=False,
              restrict_themes=True, use_monochrome_assets=True, paint_vel_info=True,

@@ -22,6 +22,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -248,10 +249,8 @@ class Procgen {
     auto env = std::make_unique<Instance>();
     env->lib = lib_;
     std::vector<abi::Option> options;
-    std::vector<int32_t> ints;
-    std::vector<uint8_t> bools;
-    ints.reserve(16);
-    bools.reserve(16);
+    std::deque<int32_t> ints;  // the options' values: a deque keeps their addresses
+    std::deque<uint8_t> bools;
     auto add = [&](const char* name, abi::Dtype dtype, int count, void* data) {
       abi::Option opt{};
       std::strncpy(opt.name, name, abi::kMaxName - 1);
