@@ -118,7 +118,8 @@ def text_dtype(space: gym.spaces.Space[Any]) -> np.dtype[Any] | None:
 def _space(d: dict[str, Any]) -> gym.spaces.Space[Any]:
     dtype = np.dtype(d["dtype"])
     if d["kind"] == "text":  # a row holds it as a `<U{max_length}` string (text_dtype)
-        return gym.spaces.Text(max_length=int(d["shape"][0]), charset=MISSION_CHARSET)
+        return gym.spaces.Text(max_length=int(d["shape"][0]), min_length=0,
+                               charset=MISSION_CHARSET)
     if d["kind"] == "discrete":
         return gym.spaces.Discrete(int(d["n"]))
     shape = tuple(d["shape"])

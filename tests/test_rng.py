@@ -152,6 +152,7 @@ def test_random_interval_and_shuffle_are_numpys() -> None:
         assert _minigrid._shuffles(state, sizes) == want, f"seed {seed}"
         for m in [*maxima, int(sizes_rng.integers(1, 2**20))] if seed < 20 else []:
             generator = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
-            x = np.arange(m + 1)
-            generator.shuffle(x)
-            assert _minigrid._interval_draws(state, [m]) == [int(x[m])], f"seed {seed}, max {m}"
+            perm = np.arange(m + 1)
+            generator.shuffle(perm)
+            assert _minigrid._interval_draws(state, [m]) == [int(perm[m])], (
+                f"seed {seed}, max {m}")
