@@ -40,7 +40,7 @@ from ._holders import Holders, call_soon_weakly, current_holder, task_holder, ta
 from ._waiting import Doorbell, Item
 from .batch import Batch, splitter
 from .errors import EnvError, NothingInFlight, PoolClosed, WorkerDied
-from .spec import EnvSpec
+from .spec import EnvSpec, text_dtype
 
 _log = logging.getLogger("aiopool")
 
@@ -986,7 +986,7 @@ def int_seeds(seeds: list[int] | None, max_seed: int,
 def _part_dtypes(spec: EnvSpec) -> list[np.dtype[Any]]:
     """The dtype of each of ``spec.obs_parts``, from the Tuple / Dict observation space."""
     space: Any = spec.observation_space
-    return [np.dtype(space[key].dtype) for key, _ in spec.obs_parts]
+    return [text_dtype(space[key]) or np.dtype(space[key].dtype) for key, _ in spec.obs_parts]
 
 
 def _takers(native: Any, returned: deque[Item], names: tuple[str, ...],

@@ -298,12 +298,13 @@ def make(env_id: str | Callable[[], Any], num_envs: int = 1, batch_size: int | N
                     or config.get("obs_type", "state") != "state")
     if family.render_settings is not None and draws_frames:
         config.update(family.render_settings(env_id, render_kwargs, config))
-    numbers = {k: float(v) for k, v in config.items() if kinds[k] in ("bool", "int", "float")}
-    # None (an optional_str or lines kwarg) is a key left out; rows of lines travel joined.
+    # None (an optional_* or lines kwarg) is a key left out; rows of lines travel joined.
+    numbers = {k: float(v) for k, v in config.items()
+               if kinds[k] in ("bool", "int", "float", "optional_int") and v is not None}
     strings = {k: "\n".join(v) if kinds[k] == "lines" else v for k, v in config.items()
                if kinds[k] in ("str", "optional_str", "lines") and v is not None}
     ranges = {k: [float(x) for x in v] for k, v in config.items()
-              if kinds[k] in ("range", "numbers")}
+              if kinds[k] in ("range", "numbers", "optional_pos") and v is not None}
     native = cast(_core.Pool, module.Pool(
         env_id, numbers, strings, ranges, num_envs, batch_size, num_threads, autoreset,
         int(worker_spin_us * 1000), _NATIVE_TIME_LIMIT.get(max_episode_steps, max_episode_steps),
@@ -416,6 +417,9 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "optional_str": lambda v: v is None or isinstance(v, str),
     "lines": lambda v: v is None or _lines(v) is not None,
     "numbers": _numbers,
+    "optional_int": lambda v: v is None or _is_int(v),
+    "optional_pos": lambda v: v is None or (_numbers(v) and len(v) == 2
+                                            and all(_is_int(x) for x in v)),
 }
 # A checked kwarg as the Python value make() passes on (numpy's scalars become int / float /
 # bool, as gymnasium's envs read them: its arithmetic on them gives the same numbers).
@@ -423,11 +427,14 @@ _PLAIN: dict[str, Callable[[Any], Any]] = {
     "bool": bool, "int": operator.index, "float": float,
     "range": lambda v: tuple(float(x) for x in v),
     "numbers": lambda v: tuple(x.item() if isinstance(x, np.generic) else x for x in v),
+    "optional_int": lambda v: None if v is None else operator.index(v),
+    "optional_pos": lambda v: None if v is None else tuple(operator.index(x) for x in v),
 }
 _EXPECTED = {"bool": "a bool (or 0 / 1)", "int": "an int", "float": "a number", "str": "a str",
              "range": "a (low, high) pair of numbers", "optional_str": "a str or None",
              "lines": "None or rows of text (a list of str, or of lists of 1-character str)",
-             "numbers": "a tuple of numbers"}
+             "numbers": "a tuple of numbers", "optional_int": "an int or None",
+             "optional_pos": "an (x, y) pair of ints or None"}
 
 
 def _default(kind: str, default: Any) -> Any:
@@ -438,6 +445,8 @@ def _default(kind: str, default: Any) -> Any:
         return tuple(default.split("\n"))
     if kind == "numbers":
         return tuple(default)
+    if kind == "optional_pos" and default is not None:
+        return tuple(int(x) for x in default)
     return default
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +97,9 @@ TEXT_WIDTH = 512
 """The characters a string observation holds in a batch when its space declares no maximum
 (minigrid's ``MissionSpace``): EnvPool's width for BabyAI missions, whose longest in 300 resets
 of BossLevel and SynthSeq had 129 characters. A longer string is an env error, not cut."""
+MISSION_CHARSET = string.ascii_letters + string.digits + " ,.'"
+"""The characters of a native env's text observation space (``Text(max_length=TEXT_WIDTH)``):
+minigrid's and BabyAI's missions are lower-case words, commas and spaces."""
 
 
 def text_dtype(space: gym.spaces.Space[Any]) -> np.dtype[Any] | None:
@@ -113,6 +117,9 @@ def text_dtype(space: gym.spaces.Space[Any]) -> np.dtype[Any] | None:
 
 def _space(d: dict[str, Any]) -> gym.spaces.Space[Any]:
     dtype = np.dtype(d["dtype"])
+    if d["kind"] == "text":  # a row holds it as a `<U{max_length}` string (text_dtype)
+        return gym.spaces.Text(max_length=int(d["shape"][0]), min_length=0,
+                               charset=MISSION_CHARSET)
     if d["kind"] == "discrete":
         return gym.spaces.Discrete(int(d["n"]))
     shape = tuple(d["shape"])

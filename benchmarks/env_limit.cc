@@ -33,18 +33,27 @@
 namespace {
 
 using Env = LIMIT_ENV;
+
+bool registered(const std::string& env_id) {
+  for (const std::string& id : aiopool::Registry::get().ids())
+    if (id == env_id) return true;
+  return false;
+}
 using Action = Env::Action;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kActionRounds = 64;  // distinct action vectors, cycled
 
-// The env's defaults, with KEY=VALUE arguments overriding them.
-aiopool::Config make_config(int argc, char** argv) {
+// The id's defaults (an env class may register ids with defaults of their own: MiniGrid's
+// sizes), with KEY=VALUE arguments overriding them.
+aiopool::Config make_config(const std::string& env_id, int argc, char** argv) {
   std::map<std::string, double> values;
   std::map<std::string, std::string> strings;
   std::map<std::string, std::vector<double>> ranges;
   std::map<std::string, aiopool::ConfigKey::Kind> kinds;
-  for (const aiopool::ConfigKey& key : Env::config_keys()) {
+  const std::vector<aiopool::ConfigKey> keys =
+      registered(env_id) ? aiopool::Registry::get().find(env_id).config_keys() : Env::config_keys();
+  for (const aiopool::ConfigKey& key : keys) {
     kinds[key.name] = key.kind;
     if (key.kind == aiopool::ConfigKey::Kind::kString) {
       strings[key.name] = key.default_string;
@@ -53,8 +62,11 @@ aiopool::Config make_config(int argc, char** argv) {
       if (!key.default_string.empty()) strings[key.name] = key.default_string;  // "": None, left out
     } else if (key.kind == aiopool::ConfigKey::Kind::kRange) {
       ranges[key.name] = {key.default_range[0], key.default_range[1]};
-    } else if (key.kind == aiopool::ConfigKey::Kind::kNumbers) {
-      ranges[key.name] = key.default_numbers;
+    } else if (key.kind == aiopool::ConfigKey::Kind::kNumbers ||
+               key.kind == aiopool::ConfigKey::Kind::kOptionalPos) {
+      if (!key.default_none) ranges[key.name] = key.default_numbers;  // None, left out
+    } else if (key.kind == aiopool::ConfigKey::Kind::kOptionalInt) {
+      if (!key.default_none) values[key.name] = key.default_value;
     } else {
       values[key.name] = key.default_value;
     }
@@ -80,10 +92,7 @@ aiopool::Config make_config(int argc, char** argv) {
 
 // gymnasium's time limit of env_id, when this binary registers it (0: none).
 int64_t time_limit_of(const std::string& env_id) {
-  const std::vector<std::string> ids = aiopool::Registry::get().ids();
-  for (const std::string& id : ids)
-    if (id == env_id) return aiopool::Registry::get().find(env_id).max_episode_steps;
-  return 0;
+  return registered(env_id) ? aiopool::Registry::get().find(env_id).max_episode_steps : 0;
 }
 
 // kActionRounds × num_envs actions drawn uniformly from the action space.
@@ -124,7 +133,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  const aiopool::Config config = make_config(argc, argv);
+  const aiopool::Config config = make_config(env_id, argc, argv);
   const aiopool::EnvSpec spec = Env::spec(config);
   const int64_t time_limit = time_limit_of(env_id);
   const std::size_t action_size = static_cast<std::size_t>(spec.action_space.size());

@@ -488,7 +488,8 @@ def build_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
 
     if not LIMIT_SOURCE.exists():
         return None, f"{LIMIT_SOURCE} is missing"
-    pattern = re.compile(r'AIOPOOL_REGISTER_ENV\("' + re.escape(env_id) + r'",\s*(\w+)')
+    pattern = re.compile(r'AIOPOOL_REGISTER_(ENV|MINIGRID)\("' + re.escape(env_id)
+                         + r'",\s*(\w+)')
     for header in sorted(ENV_HEADERS.rglob("*.h")):
         found = pattern.search(header.read_text())
         if found:
@@ -496,9 +497,10 @@ def build_limit(env_id: str, out_dir: Path) -> tuple[Limit | None, str]:
     else:
         return None, f"no header under {ENV_HEADERS} registers {env_id}"
     if registry.family_of(env_id) is families.BOX2D:  # links the module's Box2D build
-        return build_cmake_limit(f"box2d_limit_{found.group(1)}", env_id)
+        return build_cmake_limit(f"box2d_limit_{found.group(2)}", env_id)
+    namespace = "::aiopool::minigrid::" if found.group(1) == "MINIGRID" else "::aiopool::"
     return compile_limit(env_id, out_dir, LIMIT_SOURCE, [
-        f'-DLIMIT_ENV_HEADER="{header}"', f"-DLIMIT_ENV=::aiopool::{found.group(1)}"],
+        f'-DLIMIT_ENV_HEADER="{header}"', f"-DLIMIT_ENV={namespace}{found.group(2)}"],
         f"from {header.relative_to(ROOT)}")
 
 

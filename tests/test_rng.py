@@ -124,3 +124,35 @@ def test_atari_seeds_stay_c_ints() -> None:
     with aiopool.make("Pong-v5", num_envs=2, batch_size=2, num_threads=1) as pool, \
             pytest.raises(ValueError, match="seeds up to 2147483647"):
         pool.async_reset(seed=[0, 2**31])
+
+
+
+def test_random_interval_and_shuffle_are_numpys() -> None:
+    """minigrid's Crossing envs shuffle lists: Generator.shuffle is Fisher-Yates over numpy's
+    random_interval (masked rejection on buffered 32-bit draws). Shuffles of many lengths, one
+    after another on one stream, equal numpy's ``shuffle`` of a list, bit for bit; and single
+    interval draws for many maxima (powers of two and their neighbours, where the mask's
+    rejection rate is highest and lowest) equal the first swap of numpy's shuffle of
+    ``arange(max + 1)``, which leaves ``random_interval(max)`` at position ``max``."""
+    from aiopool._native import _minigrid  # type: ignore[attr-defined]
+    from aiopool.pool import seed_states
+
+    sizes_rng = np.random.default_rng(1)
+    maxima = sorted({1, 2, 3, 5, 7, 8, 9, 31, 32, 33, 255, 256, 257, 2**16 - 1, 2**16 + 1,
+                     2**20 - 1, 2**20, 2**20 + 1})
+    for seed in range(200):
+        state = [int(x) for x in seed_states([seed], 1)[0]]
+        sizes = [int(n) for n in sizes_rng.integers(0, 40, size=12)] + [1, 2, 3, 64, 65, 1000]
+        generator = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
+        want = []
+        for n in sizes:
+            x = list(range(n))
+            generator.shuffle(x)
+            want.append(x)
+        assert _minigrid._shuffles(state, sizes) == want, f"seed {seed}"
+        for m in [*maxima, int(sizes_rng.integers(1, 2**20))] if seed < 20 else []:
+            generator = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
+            perm = np.arange(m + 1)
+            generator.shuffle(perm)
+            assert _minigrid._interval_draws(state, [m]) == [int(perm[m])], (
+                f"seed {seed}, max {m}")

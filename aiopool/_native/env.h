@@ -63,9 +63,11 @@ inline std::size_t dtype_size(DType t) {
   return 0;
 }
 
-// A gymnasium Box or Discrete space. Box bounds are flattened in C order.
+// A gymnasium Box or Discrete space. Box bounds are flattened in C order. kText is a string
+// (minigrid's mission) of up to shape[0] characters, held as that many int32 code points,
+// zero-padded: Python sees a numpy `<U{shape[0]}` string per row (spec.text_dtype).
 struct Space {
-  enum class Kind : uint8_t { kBox, kDiscrete };
+  enum class Kind : uint8_t { kBox, kDiscrete, kText };
   Kind kind = Kind::kBox;
   DType dtype = DType::kFloat32;
   std::vector<int64_t> shape;  // () for Discrete
@@ -98,14 +100,29 @@ struct Field {
 // rows of text (FrozenLake's `desc`), whose default_string "" means None and whose value, when
 // not None, arrives as one string of rows joined by '\n'; Config::find_string gives nullptr for
 // None. kNumbers is a tuple of numbers as long as default_numbers (`reward_schedule`).
+// kOptionalInt is None or an int (minigrid's `max_steps`), kOptionalPos None or an (x, y) pair
+// of ints (`agent_start_pos`): their default is None where default_none is set, else
+// default_value / default_numbers; Config::find_number / find_numbers give nullptr for None.
 struct ConfigKey {
-  enum class Kind : uint8_t { kBool, kInt, kFloat, kString, kRange, kOptionalString, kLines, kNumbers };
+  enum class Kind : uint8_t {
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kRange,
+    kOptionalString,
+    kLines,
+    kNumbers,
+    kOptionalInt,
+    kOptionalPos
+  };
   std::string name;
   Kind kind;
   double default_value = 0.0;
   std::string default_string = {};
   std::array<double, 2> default_range = {0.0, 0.0};
   std::vector<double> default_numbers = {};
+  bool default_none = false;
 };
 
 // Keyword arguments, already validated against the env's ConfigKeys by the registry.
@@ -125,6 +142,15 @@ class Config {
     return it == strings_.end() ? nullptr : &it->second;
   }
   const std::vector<double>& get_numbers(const std::string& key) const { return lookup(ranges_, key); }
+  // A kOptionalInt / kOptionalPos value, or nullptr where it is None.
+  const double* find_number(const std::string& key) const {
+    auto it = values_.find(key);
+    return it == values_.end() ? nullptr : &it->second;
+  }
+  const std::vector<double>* find_numbers(const std::string& key) const {
+    auto it = ranges_.find(key);
+    return it == ranges_.end() ? nullptr : &it->second;
+  }
   std::array<double, 2> get_range(const std::string& key) const {
     const std::vector<double>& r = lookup(ranges_, key);
     if (r.size() != 2) throw std::invalid_argument("config key '" + key + "' must be a (low, high) pair");

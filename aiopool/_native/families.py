@@ -296,6 +296,37 @@ BOX2D = NativeFamily(
               "-Ccmake.define.BOX2D_SOURCE_DIR=/path/to/box2d-py-2.3.8")
 
 
+# minigrid 3.2.0's envs (minigrid_module.cc), seed for seed. The ids not listed here run on the
+# process backend (minigrid's own envs in worker processes).
+MINIGRID = NativeFamily(
+    name="minigrid", title="MiniGrid", module="_minigrid",
+    ids=frozenset({
+        *(f"MiniGrid-Empty-{s}-v0" for s in ("5x5", "Random-5x5", "6x6", "Random-6x6", "8x8",
+                                            "16x16")),
+        *(f"MiniGrid-DoorKey-{n}x{n}-v0" for n in (5, 6, 8, 16)),
+        "MiniGrid-FourRooms-v0", "MiniGrid-LockedRoom-v0", "MiniGrid-Playground-v0",
+        *(f"MiniGrid-LavaGapS{n}-v0" for n in (5, 6, 7)),
+        *(f"MiniGrid-{kind}CrossingS{s}-v0" for kind in ("Lava", "Simple")
+          for s in ("9N1", "9N2", "9N3", "11N5")),
+        "MiniGrid-DistShift1-v0", "MiniGrid-DistShift2-v0",
+        *(f"MiniGrid-MultiRoom-{s}" for s in ("N2-S4-v0", "N4-S5-v0", "N4-S5-v1", "N6-v0")),
+        *(f"MiniGrid-GoToDoor-{n}x{n}-v0" for n in (5, 6, 8)),
+        "MiniGrid-GoToObject-6x6-N2-v0", "MiniGrid-GoToObject-8x8-N2-v0",
+        "MiniGrid-Fetch-5x5-N2-v0", "MiniGrid-Fetch-6x6-N2-v0", "MiniGrid-Fetch-8x8-N3-v0",
+        "MiniGrid-PutNear-6x6-N2-v0", "MiniGrid-PutNear-8x8-N3-v0",
+        "MiniGrid-RedBlueDoors-6x6-v0", "MiniGrid-RedBlueDoors-8x8-v0",
+        *(f"MiniGrid-Memory{s}-v0" for s in ("S17Random", "S13Random", "S13", "S11", "S9",
+                                             "S7")),
+        *(f"MiniGrid-Dynamic-Obstacles-{s}-v0" for s in ("5x5", "Random-5x5", "6x6",
+                                                         "Random-6x6", "8x8", "16x16")),
+        "MiniGrid-Unlock-v0", "MiniGrid-UnlockPickup-v0", "MiniGrid-BlockedUnlockPickup-v0",
+        *(f"MiniGrid-KeyCorridor{s}-v0" for s in ("S3R1", "S3R2", "S3R3", "S4R3", "S5R3",
+                                                  "S6R3")),
+        *(f"MiniGrid-ObstructedMaze-{s}" for s in (
+            "1Dl-v0", "1Dlh-v0", "1Dlhb-v0", "2Dl-v0", "2Dlh-v0", "2Dlhb-v0", "1Q-v0", "2Q-v0",
+            "Full-v0", "2Dlhb-v1", "1Q-v1", "2Q-v1", "Full-v1"))}))
+
+
 # The order in which the registry searches the modules and aiopool.list_envs() lists their ids.
 DMC_VERSION = "1.0.50"  # dm_control, the reference: its models, tasks and MuJoCo (3.17.0)
 # (id, time_limit, n_sub_steps, task kwargs) -> the MJB file, n_sub_steps and step limit.
@@ -437,4 +468,4 @@ PROCGEN = NativeFamily(
 
 
 FAMILIES: tuple[NativeFamily, ...] = (CLASSIC_CONTROL, TOY_TEXT, MUJOCO, ATARI, BOX2D, DMC,
-                                      PROCGEN)
+                                      MINIGRID, PROCGEN)

@@ -94,7 +94,7 @@ AutoReset parse_autoreset(const std::string& s) {
 
 nb::dict space_dict(const Space& s) {
   nb::dict d;
-  d["kind"] = s.kind == Space::Kind::kBox ? "box" : "discrete";
+  d["kind"] = s.kind == Space::Kind::kBox ? "box" : s.kind == Space::Kind::kText ? "text" : "discrete";
   d["dtype"] = dtype_name(s.dtype);
   d["shape"] = nb::tuple(nb::cast(s.shape));
   d["low"] = s.low;
@@ -121,6 +121,10 @@ const char* kind_name(ConfigKey::Kind k) {
       return "lines";
     case ConfigKey::Kind::kNumbers:
       return "numbers";
+    case ConfigKey::Kind::kOptionalInt:
+      return "optional_int";
+    case ConfigKey::Kind::kOptionalPos:
+      return "optional_pos";
   }
   return "?";
 }
@@ -558,7 +562,12 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
         def = nb::str(k.default_string.c_str());
       else if (k.kind == ConfigKey::Kind::kOptionalString || k.kind == ConfigKey::Kind::kLines)
         def = k.default_string.empty() ? nb::none() : nb::object(nb::str(k.default_string.c_str()));
-      else if (k.kind == ConfigKey::Kind::kNumbers)
+      else if ((k.kind == ConfigKey::Kind::kOptionalInt || k.kind == ConfigKey::Kind::kOptionalPos) &&
+               k.default_none)
+        def = nb::none();
+      else if (k.kind == ConfigKey::Kind::kOptionalInt)
+        def = nb::int_(static_cast<int64_t>(k.default_value));
+      else if (k.kind == ConfigKey::Kind::kNumbers || k.kind == ConfigKey::Kind::kOptionalPos)
         def = nb::tuple(nb::cast(k.default_numbers));
       else if (k.kind == ConfigKey::Kind::kRange)
         def = nb::make_tuple(k.default_range[0], k.default_range[1]);

@@ -5,9 +5,11 @@
 // increment come from `np.random.PCG64(np.random.SeedSequence(s)).state`, computed in Python
 // at make()/async_reset(seed=...) time; after that the stream is advanced here only. Each env
 // owns one Rng, touched only by the worker stepping that env. Checked bit for bit against
-// numpy 2.4 (raw stream, Generator.uniform and integers); tests/test_rng.py holds env resets to gymnasium's.
+// numpy 2.4 (raw stream, Generator.uniform, integers and shuffle); tests/test_rng.py holds env
+// resets to gymnasium's.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace aiopool {
@@ -72,6 +74,39 @@ class Rng {
       }
     }
     return static_cast<int64_t>(m >> 32);
+  }
+
+  // numpy: Generator.integers(low, high) for high - low <= 2^32.
+  int64_t integers(int64_t low, int64_t high) { return low + integers(high - low); }
+
+  // numpy: random_interval(max), a value in [0, max] by masked rejection: the smallest
+  // all-ones mask >= max over 32-bit draws (64-bit ones for max >= 2^32) until one is <= max.
+  // Generator.shuffle and permutation draw j = random_interval(i) for i = n-1 ... 1.
+  uint64_t random_interval(uint64_t max) {
+    if (max == 0) return 0;
+    uint64_t mask = max;
+    for (unsigned shift = 1; shift < 64; shift <<= 1) mask |= mask >> shift;
+    uint64_t value;
+    if (max <= 0xffffffffu) {
+      while ((value = (next_uint32() & mask)) > max) {
+      }
+    } else {
+      while ((value = (next_uint64() & mask)) > max) {
+      }
+    }
+    return value;
+  }
+
+  // numpy: Generator.shuffle(x) of a sequence (a list; a 1-d array draws the same): Fisher-Yates
+  // from the end, swapping x[i] and x[random_interval(i)].
+  template <class T>
+  void shuffle(T* x, std::size_t n) {
+    for (std::size_t i = n; i-- > 1;) {
+      const std::size_t j = static_cast<std::size_t>(random_interval(i));
+      T tmp = x[i];
+      x[i] = x[j];
+      x[j] = tmp;
+    }
   }
 
   // numpy: next_double = (next_uint64 >> 11) * 2^-53.
