@@ -16,7 +16,7 @@ from aiopool import procgen
 try:
     procgen.install()
 except procgen.ProcgenNotInstalled as e:
-    pytest.skip(f"procgen's library could not be fetched (python -m aiopool.procgen install): "
+    pytest.skip(f"cannot install procgen's library here (python -m aiopool.procgen install): "
                 f"{e}", allow_module_level=True)
 
 
