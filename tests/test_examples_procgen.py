@@ -1,5 +1,5 @@
 """examples/ppo_procgen.py (CleanRL's PPO with the IMPALA CNN) runs on a tiny budget and logs
-the games' own episode returns."""
+the games' own episode returns; examples/demo.py runs a Procgen game."""
 
 from __future__ import annotations
 
@@ -16,8 +16,18 @@ from aiopool import procgen
 try:
     procgen.install()
 except procgen.ProcgenNotInstalled as e:
-    pytest.skip(f"procgen's library could not be fetched (python -m aiopool.procgen install): "
+    pytest.skip(f"cannot install procgen's library here (python -m aiopool.procgen install): "
                 f"{e}", allow_module_level=True)
+
+
+def test_demo_runs_a_procgen_game() -> None:
+    import asyncio
+
+    import demo
+
+    out = asyncio.run(demo.main(demo.Args(env_id="BigfishEasy-v0", seconds=1.0, num_envs=8,
+                                          batch_size=4)))
+    assert out["steps"] > 100 and out["episodes"] > 0  # bigfish eats a random player quickly
 
 
 def test_ppo_procgen_tiny_budget_logs_episodes() -> None:

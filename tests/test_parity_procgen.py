@@ -26,7 +26,7 @@ from aiopool._native.families import PROCGEN
 try:
     procgen.install()
 except procgen.ProcgenNotInstalled as e:
-    pytest.skip(f"procgen's library could not be fetched (python -m aiopool.procgen install): "
+    pytest.skip(f"cannot install procgen's library here (python -m aiopool.procgen install): "
                 f"{e}", allow_module_level=True)
 if "_procgen" not in {m.__name__.rsplit(".", 1)[-1] for m in registry._modules()}:
     pytest.skip(f"aiopool was built without Procgen: {registry.unavailable_families()}",

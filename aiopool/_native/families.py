@@ -460,7 +460,6 @@ PROCGEN = NativeFamily(
     prepared=frozenset({"env_name", "library", "resource_root"}), prepare=_prepare_procgen,
     kwarg_hints={
         "num": "make()'s num_envs",
-        "num_threads": "aiopool's worker threads step the games: make(..., num_threads=...)",
         "rand_seed": "make()'s seed= (env i is ProcgenGym3Env(num=1, rand_seed=seed + i))",
         "env_name": "the id names the game (CoinrunEasy-v0, procgen-coinrun-v0)",
         "debug_mode": "not supported (procgen's debugging aid)",
