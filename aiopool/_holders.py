@@ -32,10 +32,13 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from .batch import Batch
 
 
 def current_holder() -> object:
@@ -108,6 +111,8 @@ def call_soon_weakly(loop: asyncio.AbstractEventLoop, method: Callable[[], None]
 # pool.send / async_reset: made then, never per batch handed out)].
 HOLDER, ENV_ID, ROWS, GROUP, SENT = range(5)
 _Held = list[Any]
+# A held batch's token: a weak reference to the batch (Holders.hand_out).
+Token = weakref.ReferenceType[Any]
 
 
 class Holders:
@@ -115,35 +120,44 @@ class Holders:
 
     def __init__(self, num_envs: int) -> None:
         self._num_envs = num_envs
-        self._held: dict[int, _Held] = {}
+        self._held: dict[Token, _Held] = {}
         self._picked = np.zeros(num_envs, dtype=bool)  # sent_ids' scratch: the envs sent
-        self._next = 0
         self._watched: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
         self._last_watched: object = None  # the holder of the last batch handed out
         self._on_task_done = _weak_task_done(weakref.ref(self))  # one object: removable
+        self._on_drop = _weak_drop(weakref.ref(self))  # every token's callback
         self.on_release: Callable[[], None] | None = None
         # sent(token, None): every row of the batch ``token`` was sent, it counts as in flight
         # now (the dict's own pop: no Python call per batch sent).
-        self.sent: Callable[[int, None], _Held | None] = self._held.pop
+        self.sent: Callable[[Token, None], _Held | None] = self._held.pop
 
     def __bool__(self) -> bool:
         """Whether any batch is held (one dict read: safe beside a finaliser's release)."""
         return bool(self._held)
 
-    def hand_out(self, env_id: npt.NDArray[Any], holder: object, group: int = 0) -> int:
-        """Count ``env_id``'s rows as held by ``holder`` (``current_holder()``); returns the
-        batch's token."""
-        self._next = token = self._next + 1
+    def hand_out(self, batch: Batch, holder: object, group: int = 0) -> None:
+        """Count ``batch``'s rows as held by ``holder`` (``current_holder()``). Its token
+        (``batch._token``) is a weak reference to it whose callback releases the rows if the
+        batch is dropped unsent: a send pops the record, and so the reference, first, so a
+        batch that was sent costs nothing when it goes. A native pool's ``take_held`` does
+        the same in C++ (``configure_batches``: this dict, ``_on_drop`` and ``watch``)."""
+        env_id = batch.env_id
+        batch._token = token = weakref.ref(batch, self._on_drop)
         self._held[token] = [holder, env_id, len(env_id), group, None]
-        if holder is not self._last_watched and isinstance(holder, weakref.ref):
+        if holder is not self._last_watched:
+            self.watch(holder)
+
+    def watch(self, holder: object) -> None:
+        """A batch went to ``holder``, not to the holder of the batch handed out before: if
+        it is a task, its end by an exception or cancellation releases what it holds."""
+        if isinstance(holder, weakref.ref):
             task = holder()
             if isinstance(task, asyncio.Task) and task not in self._watched:
                 self._watched.add(task)
                 task.add_done_callback(self._on_task_done)
-            # A task's weak reference is one object while it lives (weakref.ref(task) gives
-            # it back): the next batch of the same task skips the WeakSet's lookup.
-            self._last_watched = holder
-        return token
+        # A task's weak reference is one object while it lives (weakref.ref(task) gives it
+        # back): the next batch of the same task skips the WeakSet's lookup.
+        self._last_watched = holder
 
     def close(self) -> None:
         """The pool closed: no batch counts as held, and no task calls back any more. Any
@@ -219,11 +233,11 @@ class Holders:
         if self.sent_ids(env_ids) and self.on_release is not None:
             self.on_release()
 
-    def give_back(self, token: int) -> None:
+    def give_back(self, token: Token) -> None:
         """A cancelled receiver put the batch back in the queue: it is queued, not held."""
         self._held.pop(token, None)
 
-    def release(self, token: int) -> None:
+    def release(self, token: Token) -> None:
         """The batch ``token`` will not be sent (released, dropped): its rows stop counting."""
         held = self._held.pop(token, None)
         if held is not None and held[ROWS] > 0 and self.on_release is not None:
@@ -272,6 +286,17 @@ class Holders:
         key = weakref.ref(task)
         for token in [t for t, h in list(self._held.items()) if h[HOLDER] == key]:
             self.release(token)
+
+
+def _weak_drop(holders: weakref.ref[Holders]) -> Callable[[Token], None]:
+    """The tokens' callback: a batch handed out went unsent (any thread: a finaliser's)."""
+
+    def dropped(token: Token) -> None:
+        live = holders()
+        if live is not None:
+            live.release(token)
+
+    return dropped
 
 
 def _weak_task_done(holders: weakref.ref[Holders]) -> Callable[[asyncio.Task[Any]], None]:

@@ -49,6 +49,9 @@ class Doorbell:
         self._stranded = stranded
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: deque[tuple[asyncio.Future[Batch], object]] = deque()
+        # The same deque, for a pool's receive: while it is empty nobody is parked and
+        # serve() has nothing to do (a Python call a batch saved).
+        self.queue = self._waiters
 
     @property
     def num_waiting(self) -> int:

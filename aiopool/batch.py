@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from ._holders import SENT
+from ._holders import SENT, Token
 
 if TYPE_CHECKING:
     from .pool import Pool
@@ -47,8 +47,8 @@ class Batch:
         >>> batch.send(policy(batch.obs))        # the same as pool.send(actions, batch.env_id)
     """
 
-    __slots__ = ("_fields", "_handle", "_info", "_names", "_pool", "_sent", "_token", "env_id",
-                 "obs", "reward", "terminated", "truncated")
+    __slots__ = ("__weakref__", "_fields", "_handle", "_info", "_names", "_pool", "_sent",
+                 "_token", "env_id", "obs", "reward", "terminated", "truncated")
 
     def __init__(self, arrays: tuple[Any, ...], names: tuple[str, ...],
                  pool: weakref.ReferenceType[Pool]) -> None:
@@ -59,7 +59,9 @@ class Batch:
         self._names = names
         self._info: dict[str, Any] | None = None
         self._pool = pool
-        self._token = 0  # while handed out and not sent: the pool's count of held rows
+        # While handed out and not sent: its token in the pool's count of held rows (a weak
+        # reference to it, whose callback releases its rows if it is dropped unsent).
+        self._token: Token | None = None
         self._sent = False  # its send() is refused from then on
 
     def fields(self) -> tuple[npt.NDArray[Any], ...]:
@@ -114,8 +116,8 @@ class Batch:
         # itself when it holds every row still (one pop); else, per env, whichever newer batch
         # holds the rows of its envs (some were sent already, or it was released: a send to
         # an env is the newer batch's).
-        token, self._token = self._token, 0
-        held = pool._holders.sent(token, None) if token else None
+        token, self._token = self._token, None
+        held = pool._holders.sent(token, None) if token is not None else None
         if (held is None or held[SENT] is not None) and pool._holders:
             pool._holders.sent_ids(self.env_id)
 
@@ -128,7 +130,7 @@ class Batch:
             self.obs, self.reward, self.terminated, self.truncated)
         new.env_id, new._handle, new._fields, new._info = (
             self.env_id, self._handle, self._fields, self._info)
-        new._names, new._pool, new._token, new._sent = self._names, self._pool, 0, False
+        new._names, new._pool, new._token, new._sent = self._names, self._pool, None, False
         return new
 
     def release(self) -> None:
@@ -138,15 +140,11 @@ class Batch:
         can serve gets ``NothingInFlight`` instead of waiting. Dropping the batch does the
         same. The envs stay idle; ``pool.send`` to them later is fine.
         """
-        if self._token:
-            token, self._token = self._token, 0
+        if self._token is not None:
+            token, self._token = self._token, None
             pool = self._pool()
             if pool is not None:
                 pool._holders.release(token)
-
-    def __del__(self) -> None:
-        if self._token:
-            self.release()
 
     @classmethod
     def sorted_concat(cls, batches: list[Batch]) -> Batch:

@@ -28,7 +28,9 @@ the same check (the native handlers run the pool's own C++ checks).
 
 Native path: where aiopool was built with jaxlib installed, the calls are XLA FFI handlers in
 aiopool's C++ core that copy between XLA's buffers and the pool's batch blocks without the
-GIL. Otherwise they are ``jax.experimental.io_callback`` calls of the pool's Python
+GIL. On a GPU (a program jax places there) the same handlers' GPU forms copy through pinned
+host memory on XLA's stream; they load the CUDA driver at run time, so the build needs no
+CUDA toolkit. Otherwise they are ``jax.experimental.io_callback`` calls of the pool's Python
 ``send`` / ``recv_blocking`` (the same results, a Python call per step), with a warning.
 
 Floating and 64-bit integer outputs follow jax's ``jax_enable_x64``: without it float64
@@ -216,20 +218,36 @@ class NativePort:
 
 
 _REGISTERED: dict[str, tuple[str, str, str, str]] = {}
+_PLATFORMS: dict[str, tuple[str, ...]] = {}
 
 
 def _targets(module: str) -> tuple[str, str, str, str]:
     """The FFI target names of a native module's send, recv, state_get and state_set,
-    registered with jax once."""
+    registered with jax once, for the CPU and the GPU: XLA picks the handlers of the platform
+    a program runs on (the GPU's stage XLA's device buffers through pinned host memory and
+    load the CUDA driver when first called; jax takes a GPU target on a CPU-only jaxlib)."""
     if module not in _REGISTERED:
-        handlers = getattr(importlib.import_module(module), "_xla_handlers")()  # noqa: B009
+        native = importlib.import_module(module)
         name = module.rsplit(".", 1)[-1].strip("_")
         names = (f"aiopool_{name}_send", f"aiopool_{name}_recv",
                  f"aiopool_{name}_state_get", f"aiopool_{name}_state_set")
-        for target, capsule in zip(names, handlers, strict=True):
-            jax.ffi.register_ffi_target(target, capsule, platform="cpu")
+        platforms: list[str] = []
+        for platform, handlers in (("cpu", native._xla_handlers()),
+                                   ("gpu", native._xla_gpu_handlers())):
+            if handlers is None:
+                continue
+            for target, capsule in zip(names, handlers, strict=True):
+                jax.ffi.register_ffi_target(target, capsule, platform=platform)
+            platforms.append(platform)
         _REGISTERED[module] = names
+        _PLATFORMS[module] = tuple(platforms)
     return _REGISTERED[module]
+
+
+def registered_platforms(module: str) -> tuple[str, ...]:
+    """The platforms whose handlers of native module ``module`` are registered with jax
+    (after its first ``xla()``)."""
+    return _PLATFORMS.get(module, ())
 
 
 def native_handlers(native: Any) -> bool:

@@ -106,8 +106,9 @@ class Pool:
         self._action_shape = tuple(spec.action_space.shape or ())
         self._max_seed: int = int(native.spec.get("max_seed", -1))
         # The doorbell and the finaliser must not reach `self`, or the pool is never collected.
-        self._take = _taker(native, self._returned, self._names, self._weak, self._holders,
-                            splitter(spec.obs_parts, self._names, _part_dtypes(spec)))
+        self._take, self._take_held = _takers(
+            native, self._returned, self._names, self._weak, self._holders,
+            splitter(spec.obs_parts, self._names, _part_dtypes(spec)))
         self._doorbell = Doorbell(native, self._take, self._returned.appendleft,
                                   _hander(self._holders), _un_hander(self._holders),
                                   weak_call(weakref.WeakMethod(self._fail_stranded)))
@@ -319,13 +320,10 @@ class Pool:
             return None
         holder = current_holder()
         try:
-            batch = self._take()
+            return self._take_held(holder)
         except EnvError as e:
             self._hand_out(e.batch, holder)
             raise
-        if batch is not None:
-            self._hand_out(batch, holder)
-        return batch
 
     async def recv(self, timeout: float | None = None) -> Batch:
         """The next ``batch_size`` env steps to finish.
@@ -366,17 +364,31 @@ class Pool:
     def _recv_now(self, timeout: float | None, holder: object) -> Batch | None:
         """``recv`` up to parking: a batch handed to ``holder``, or None (it must park)."""
         self._streak += 1
+        if not self._doorbell.queue:  # a ready batch nobody parked waits for: the first rung
+            try:
+                batch = self._take_held(holder)
+            except EnvError as e:
+                self._hand_out(e.batch, holder)
+                raise
+            if batch is not None:
+                return batch
+            return self._recv_rest(timeout, holder, tried=True)
+        return self._recv_rest(timeout, holder, tried=False)
+
+    def _recv_rest(self, timeout: float | None, holder: object, tried: bool) -> Batch | None:
+        """``recv``'s ladder after its first rung (``tried``: nobody was parked and no batch
+        was ready; else parked receivers are served first, then a ready batch taken)."""
         try:
-            # A ready batch nobody parked waits for: _take_in_turn's first rung, inline.
-            waiting = self._doorbell.serve()
-            batch = None if waiting else self._take()
+            waiting, batch = 0, None
+            if not tried:
+                waiting = self._doorbell.serve()
+                batch = None if waiting else self._take_held(holder)
             if batch is None:
                 batch = self._after_first_rung(waiting, timeout, holder)
         except EnvError as e:
             self._hand_out(e.batch, holder)
             raise
         if batch is not None:
-            batch._token = self._holders.hand_out(batch.env_id, holder)
             return batch
         self._streak = 0
         self._last_yield = time.perf_counter_ns()
@@ -429,18 +441,25 @@ class Pool:
         # is the task that iterates the stream, asked again only where another task does.
         loop = asyncio.get_running_loop()
         holder = task_holder()
+        parked, take_held = self._doorbell.queue, self._take_held
         while True:
             if self._state is not PoolState.OPEN:
                 return
             if holder.__class__ is not weakref.ref or holder() is not task_of(loop):
                 holder = task_holder()
             try:
-                batch = self._recv_now(None, holder)
+                self._streak += 1  # _recv_now's steps, inline
+                batch = None if parked else take_held(holder)
                 if batch is None:
-                    batch = await self._park(None, holder)
+                    batch = self._recv_rest(None, holder, tried=not parked)
+                    if batch is None:
+                        batch = await self._park(None, holder)
                 elif self._streak >= _YIELD_EVERY or (
                         time.perf_counter_ns() - self._last_yield > _YIELD_AFTER_NS):
                     await self._yield_holding(batch)
+            except EnvError as e:
+                self._hand_out(e.batch, holder)
+                raise
             except PoolClosed:
                 return
             yield batch
@@ -497,7 +516,6 @@ class Pool:
         except EnvError as e:
             self._hand_out(e.batch, holder)
             raise
-        self._hand_out(batch, holder)
         return batch
 
     def _wait_blocking(self, timeout: float | None, holder: object) -> Batch:
@@ -513,7 +531,7 @@ class Pool:
                 self._native.wait(remaining)
                 self._check_open()
                 if not self._doorbell.serve():
-                    batch = self._take()
+                    batch = self._take_held(holder)
                     if batch is not None:
                         return batch
                 if deadline is not None and time.monotonic() >= deadline:
@@ -589,7 +607,7 @@ class Pool:
         caller, else spin (for itself if nobody is parked; else what it catches is theirs)."""
         waiting = self._doorbell.serve()
         if not waiting:
-            batch = self._take()
+            batch = self._take_held(holder)
             if batch is not None:
                 return batch
         return self._after_first_rung(waiting, timeout, holder)
@@ -599,11 +617,11 @@ class Pool:
         """The ladder after a ready batch was looked for (``waiting``: receivers parked)."""
         self._check_can_complete(holder)
         if not waiting:
-            return self._spin(timeout)
+            return self._spin(timeout, holder)
         # Spin for the receivers parked ahead: what it catches goes to the first of them at
         # once, without the eventfd's wake-up (more consumers than batches take turns so).
         try:
-            batch = self._spin(timeout)
+            batch = self._spin(timeout, holder)
         except (EnvError, WorkerDied) as e:  # theirs too: the first parked receiver gets it,
             self._doorbell.give_back(e)      # and the others are checked (a death strands them)
             self._check_can_complete(holder)
@@ -613,11 +631,12 @@ class Pool:
         return None
 
     def _hand_out(self, batch: Any, holder: object) -> None:
-        if isinstance(batch, Batch):
-            batch._token = self._holders.hand_out(batch.env_id, holder)
+        if isinstance(batch, Batch) and batch._token is None:
+            self._holders.hand_out(batch, holder)
 
-    def _spin(self, timeout: float | None) -> Batch | None:
-        """Busy-poll for a batch for up to recv_spin_us (and the timeout), adaptively."""
+    def _spin(self, timeout: float | None, holder: object) -> Batch | None:
+        """Busy-poll for a batch for up to recv_spin_us (and the timeout), adaptively; one
+        caught is held by ``holder``."""
         spin_ns = self._spin_ns if timeout is None else min(self._spin_ns, int(timeout * 1e9))
         if spin_ns <= 0:
             return None
@@ -625,7 +644,7 @@ class Pool:
         if (self._spin_misses > _SPIN_GIVE_UP
                 and self._spin_misses % _SPIN_PROBE_EVERY != 0):
             return None
-        batch = self._take(spin_ns)
+        batch = self._take_held(holder, spin_ns)
         if batch is not None:
             self._spin_misses = 0
         return batch
@@ -970,14 +989,17 @@ def _part_dtypes(spec: EnvSpec) -> list[np.dtype[Any]]:
     return [text_dtype(space[key]) or np.dtype(space[key].dtype) for key, _ in spec.obs_parts]
 
 
-def _taker(native: Any, returned: deque[Item], names: tuple[str, ...],
-           weak: weakref.ReferenceType[Pool], holders: Holders,
-           split: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None,
-           ) -> Callable[..., Batch | None]:
-    """take(spin_ns=0): a pushed-back batch first, then a ready block, else None. ``split``
-    turns a native block's arrays into those of a Tuple / Dict observation (``splitter``).
-    A worker's death (process backend) ends the holds of its envs' rows, which no send can
-    follow any more, before anyone hears of it."""
+def _takers(native: Any, returned: deque[Item], names: tuple[str, ...],
+            weak: weakref.ReferenceType[Pool], holders: Holders,
+            split: Callable[[tuple[Any, ...]], tuple[Any, ...]] | None = None,
+            ) -> tuple[Callable[..., Batch | None], Callable[..., Batch | None]]:
+    """``take(spin_ns=0)``: a pushed-back batch first, then a ready block, else None; and
+    ``take_held(holder, spin_ns=0)``: the same, held by ``holder`` (``Holders.hand_out``).
+    ``split`` turns a native block's arrays into those of a Tuple / Dict observation
+    (``splitter``). A native pool of array observations makes held batches in one C++ call
+    (``take_held``: Batch() and the hand-out cost ~0.45 us a batch in Python, a sixth of a
+    CartPole stream's). A worker's death (process backend) ends the holds of its envs' rows,
+    which no send can follow any more, before anyone hears of it."""
 
     def take(spin_ns: int = 0) -> Batch | None:
         if returned:
@@ -998,7 +1020,25 @@ def _taker(native: Any, returned: deque[Item], names: tuple[str, ...],
             return None
         return Batch(arrays if split is None else split(arrays), names, weak)
 
-    return take
+    def take_held(holder: object, spin_ns: int = 0) -> Batch | None:
+        batch = take(spin_ns)
+        if batch is not None:
+            holders.hand_out(batch, holder)
+        return batch
+
+    native_held = getattr(native, "take_held", None) if split is None else None
+    if native_held is None:
+        return take, take_held
+    native.configure_batches(Batch, names, weak, holders._held, holders._on_drop,
+                             holders.watch)
+
+    def take_held_natively(holder: object, spin_ns: int = 0) -> Batch | None:
+        if returned:
+            return take_held(holder)
+        batch: Batch | None = native_held(holder, spin_ns)  # (a native pool's envs' errors
+        return batch                                        # come in their rows, not raised)
+
+    return take, take_held_natively
 
 
 def _batch_of(item: Item) -> Batch | None:
@@ -1009,16 +1049,16 @@ def _batch_of(item: Item) -> Batch | None:
 
 def _hander(holders: Holders) -> Callable[[Batch, object], None]:
     def hand_out(batch: Batch, holder: object) -> None:
-        batch._token = holders.hand_out(batch.env_id, holder)
+        holders.hand_out(batch, holder)
 
     return hand_out
 
 
 def _un_hander(holders: Holders) -> Callable[[Batch], None]:
     def give_back(batch: Batch) -> None:
-        if batch._token:
+        if batch._token is not None:
             holders.give_back(batch._token)
-            batch._token = 0
+            batch._token = None
 
     return give_back
 

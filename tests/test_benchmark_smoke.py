@@ -113,3 +113,18 @@ def test_xla_quick_run_writes_json(tmp_path: Path) -> None:
     assert [(r["env"], r["threads"]) for r in rows] == [("CartPole-v1", 1)]
     assert rows[0]["aiopool xla()"] > 0 and rows[0]["aiopool recv_blocking loop"] > 0
     assert "| CartPole-v1 | 64 | 1 |" in proc.stdout
+
+
+@pytest.mark.slow  # benchmarks: the exhaustive tier
+def test_procgen_quick_run_writes_json(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "procgen.py"), "--games", "starpilot",
+         "--threads", "1", "--repeats", "1", "--seconds", "0.2", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "procgen.json").read_text())
+    (row,) = result["rows"]
+    assert {"aiopool stream", "gym3 ProcgenGym3Env"} <= row["median"].keys()
+    assert all(rate > 0 for rate in row["median"].values())
+    assert all(us > 0 for us in row["cpu_us_per_step"].values())
+    assert "| starpilot | 1 |" in proc.stdout

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 
 import numpy as np
 import pytest
 from helpers import counting
+
+import aiopool
 
 
 @pytest.mark.asyncio
@@ -92,3 +95,48 @@ async def test_pools_made_and_ended_inside_one_task_are_freed(end: str) -> None:
         del pool, batch
         gc.collect()
     assert [ref() for ref in gone] == [None] * 3
+
+
+@pytest.mark.asyncio
+async def test_a_batch_made_in_cpp_is_the_batch_python_makes() -> None:
+    """A native pool makes its batches in C++ (``take_held``); a process-backed pool in Python
+    (``Batch()`` and ``Holders.hand_out``). Both are held the same way and behave alike."""
+    from aiopool.batch import Batch
+
+    for backend in ("threads", "processes"):
+        with aiopool.make("CartPole-v1", num_envs=4, batch_size=2, seed=0,
+                          backend=backend) as pool:
+            pool.async_reset()
+            batch = await pool.recv()
+            assert type(batch) is Batch and not batch._sent
+            assert (batch.obs.shape, batch.env_id.dtype) == ((2, 4), np.int32)
+            assert set(batch.info) >= {"elapsed_step", "episode_return", "episode_length"}
+            token = batch._token
+            assert token is not None and token() is batch
+            held = pool._holders._held[token]
+            assert held[1] is batch.env_id and held[2] == 2
+            del batch, held
+            for _ in range(2):  # the loop's last callback keeps the receive's future a while
+                await asyncio.sleep(0)
+            assert token() is None and token not in pool._holders._held  # dropped: released
+            batch = await pool.recv()
+            batch.send(np.zeros(2, dtype=np.int64))
+            assert batch._token is None and not pool._holders
+
+
+@pytest.mark.parametrize("body", [
+    "pass",  # no slots at all
+    "__slots__ = ('obs',)",  # some missing
+    "__slots__ = ()\n    def __del__(self): pass",  # a finaliser take_held would skip
+])
+def test_configure_batches_refuses_a_class_it_cannot_fill(body: str) -> None:
+    from aiopool.batch import Batch
+
+    namespace: dict[str, object] = {"Batch": Batch}
+    exec(f"class Sub(Batch):\n    {body}\nclass Plain:\n    {body}\n", namespace)
+    with aiopool.make("CartPole-v1", num_envs=2, batch_size=2) as pool:
+        for cls in (namespace["Sub"], namespace["Plain"]):
+            if cls is namespace["Sub"] and body.startswith("__slots__ = ('obs'"):
+                continue  # Batch's own slots are inherited: a fine class
+            with pytest.raises(TypeError):
+                pool._native.configure_batches(cls, (), weakref.ref(pool), {}, print, print)

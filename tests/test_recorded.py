@@ -115,7 +115,13 @@ def test_the_default_tier_steps_every_registered_id_through_an_episode_end() -> 
         family = registry.family_of(env_id)
         assert family is not None
         families.setdefault(family.name, set()).add(env_id)
-    assert set(families) == {"classic_control", "toy_text", "box2d", "mujoco", "dmc", "atari"}
+    assert set(families) == {"classic_control", "toy_text", "box2d", "mujoco", "dmc", "atari",
+                             "minigrid", "procgen"}
+    # Procgen's games are procgen's own library, equal by construction: its default tier steps
+    # one id per distribution mode beside the live reference (test_parity_procgen.py's
+    # DEFAULT, through level ends), the exhaustive tier every id; nothing is recorded.
     for name, ids in families.items():
+        if name == "procgen":
+            continue
         missing = sorted(ids - set(stepped))
         assert not missing, f"{name}: the default tier steps no recorded case of {missing}"

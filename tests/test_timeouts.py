@@ -106,15 +106,15 @@ def test_recv_stops_spinning_when_batches_take_longer_than_the_spin() -> None:
     with aiopool.make("Counting-v0", num_envs=1, num_threads=1, step_ns=2_000_000,
                       recv_spin_us=200) as pool:
         caught: list[bool] = []  # one entry per spinning wait: did its spin catch a batch?
-        take = pool._take
+        take_held = pool._take_held
 
-        def recording_take(spin_ns: int = 0) -> aiopool.Batch | None:
-            batch = take(spin_ns)
+        def recording_take(holder: object, spin_ns: int = 0) -> aiopool.Batch | None:
+            batch = take_held(holder, spin_ns)
             if spin_ns > 0:
                 caught.append(batch is not None)
             return batch
 
-        pool._take = recording_take
+        pool._take_held = recording_take
         pool.async_reset()
         pool.recv_blocking()
         for _ in range(200):

@@ -1,9 +1,9 @@
 """The native env families: each one's extension module, its ids and what the rest asks of it.
 
 A family is one extension module in ``aiopool._native`` (``_core``, ``_toy_text``, ``_mujoco``,
-``_atari``, ``_box2d``, ``_dmc``) and its env headers in ``envs/<name>/``. registry.py loads the
-modules of ``FAMILIES`` in order and lists what each registers; the rest of aiopool asks a
-pool's ``EnvSpec`` (``spec.family``, ``spec.rejects_nan_actions``) or
+``_atari``, ``_box2d``, ``_dmc``, ``_procgen``) and its env headers in ``envs/<name>/``.
+registry.py loads the modules of ``FAMILIES`` in order and lists what each registers; the rest
+of aiopool asks a pool's ``EnvSpec`` (``spec.family``, ``spec.rejects_nan_actions``) or
 ``registry.family_of(env_id)``, never an id list.
 
 Adding a family: its headers, its ``<name>_module.cc`` and CMake target, a ``NativeFamily``
@@ -446,5 +446,29 @@ DMC = NativeFamily(
     dm_flat_key="observations", dm_step_error="dm_control.rl.control:PhysicsError")
 
 
+def _prepare_procgen(env_id: str, config: dict[str, Any]) -> dict[str, Any]:
+    """Where procgen's library and assets are (aiopool/procgen.py: fetched on first use)."""
+    from .. import procgen
+
+    library, assets = procgen.ensure(env_id)
+    return {**config, "library": library, "resource_root": assets}
+
+
+# Procgen (procgen_module.cc): procgen 0.10.7's games through its own library, loaded at run
+# time. EnvPool's ids (CoinrunEasy-v0) and procgen's gym ids (procgen-coinrun-v0).
+PROCGEN = NativeFamily(
+    name="procgen", title="Procgen", module="_procgen",
+    pattern=r"[A-Z][a-z]+(Easy|Hard|Extreme|Memory|Exploration)-v0|procgen-[a-z]+-v0",
+    renders="native", render_config=frozenset({"render_human"}),
+    prepared=frozenset({"env_name", "library", "resource_root"}), prepare=_prepare_procgen,
+    kwarg_hints={
+        "num": "make()'s num_envs",
+        "num_threads": "aiopool's worker threads step the games: make(..., num_threads=...)",
+        "rand_seed": "make()'s seed= (env i is ProcgenGym3Env(num=1, rand_seed=seed + i))",
+        "env_name": "the id names the game (CoinrunEasy-v0, procgen-coinrun-v0)",
+        "debug_mode": "not supported (procgen's debugging aid)",
+        "resource_root": "aiopool uses the assets of the wheel it fetched"})
+
+
 FAMILIES: tuple[NativeFamily, ...] = (CLASSIC_CONTROL, TOY_TEXT, MUJOCO, ATARI, BOX2D, DMC,
-                                      MINIGRID)
+                                      MINIGRID, PROCGEN)

@@ -22,11 +22,14 @@
 #include <nanobind/stl/vector.h>
 #include <numpy/arrayobject.h>
 #include <numpy/ufuncobject.h>
+#include <structmember.h>  // T_OBJECT_EX, READONLY (BatchMaker)
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -126,6 +129,82 @@ const char* kind_name(ConfigKey::Kind k) {
   return "?";
 }
 
+// What take_held needs to make aiopool.batch.Batch objects and count them held, as the Python
+// of Batch() and Holders.hand_out does (~0.45 us a batch in a CartPole stream, a sixth of it),
+// without a Python frame: the Batch type's slots by offset, and the holders' objects. None of
+// them refers back to the pool (the pool is a weak reference), so a pool holds no cycle.
+struct BatchMaker {
+  // Batch's slots, in this order, each set on every batch made.
+  static constexpr const char* kSlots[] = {"obs",    "reward",  "terminated", "truncated",
+                                           "env_id", "_handle", "_fields",    "_names",
+                                           "_info",  "_pool",   "_token",     "_sent"};
+  static constexpr std::size_t kN = std::size(kSlots);
+  nb::object type;       // aiopool.batch.Batch
+  nb::object names;      // its _names
+  nb::object weak_pool;  // its _pool
+  nb::object held;       // Holders._held: {token: [holder, env_id, rows, group, sent]}
+  nb::object on_drop;    // each token's callback (a weak reference to the batch is its token)
+  nb::object watch;      // watch(holder): a holder not seen last (a task to follow)
+  nb::object last;       // the holder of the last batch made
+  Py_ssize_t offset[kN] = {};
+
+  BatchMaker(nb::handle type_, nb::handle names_, nb::handle weak_pool_, nb::handle held_,
+             nb::handle on_drop_, nb::handle watch_)
+      : type(nb::borrow(type_)),
+        names(nb::borrow(names_)),
+        weak_pool(nb::borrow(weak_pool_)),
+        held(nb::borrow(held_)),
+        on_drop(nb::borrow(on_drop_)),
+        watch(nb::borrow(watch_)) {
+    if (!PyType_Check(type.ptr())) throw nb::type_error("batch_type must be a class");
+    if (!PyDict_CheckExact(held.ptr())) throw nb::type_error("held must be a dict");
+    auto* t = reinterpret_cast<PyTypeObject*>(type.ptr());
+    // A class of __slots__ only, no __init__ of a subclass to skip, no finaliser to run.
+    if (t->tp_dictoffset != 0 || t->tp_finalize != nullptr || t->tp_del != nullptr)
+      throw nb::type_error("batch_type must be a class of __slots__ without __del__");
+    for (std::size_t i = 0; i < kN; ++i) {
+      nb::object d = nb::steal(PyObject_GetAttrString(type.ptr(), kSlots[i]));  // the descriptor
+      if (!d.is_valid()) PyErr_Clear();
+      if (!d.is_valid() || Py_TYPE(d.ptr()) != &PyMemberDescr_Type)
+        throw nb::type_error((std::string("batch_type has no slot ") + kSlots[i]).c_str());
+      const PyMemberDef* m = reinterpret_cast<PyMemberDescrObject*>(d.ptr())->d_member;
+      if (m->type != T_OBJECT_EX || (m->flags & READONLY) != 0)
+        throw nb::type_error((std::string("batch_type's ") + kSlots[i] + " is not a writable slot").c_str());
+      offset[i] = m->offset;
+    }
+  }
+
+  // A Batch of `fields` (obs, reward, terminated, truncated, env_id, handle), held by `holder`.
+  nb::object make(const std::array<nb::object, 6>& fields, nb::handle holder, int rows) {
+    auto* t = reinterpret_cast<PyTypeObject*>(type.ptr());
+    nb::object batch = nb::steal(t->tp_alloc(t, 0));
+    if (!batch.is_valid()) throw nb::python_error();
+    nb::object token = nb::steal(PyWeakref_NewRef(batch.ptr(), on_drop.ptr()));
+    if (!token.is_valid()) throw nb::python_error();
+    PyObject* values[kN] = {fields[0].ptr(), fields[1].ptr(), fields[2].ptr(), fields[3].ptr(),
+                            fields[4].ptr(), fields[5].ptr(), Py_None,         names.ptr(),
+                            Py_None,         weak_pool.ptr(), token.ptr(),     Py_False};
+    for (std::size_t i = 0; i < kN; ++i)  // tp_alloc zeroed them: nothing to release
+      *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(batch.ptr()) + offset[i]) = Py_NewRef(values[i]);
+    // [holder, env_id, rows, group, sent]: Holders' record (a list's NULL items are released too)
+    nb::object record = nb::steal(PyList_New(5));
+    if (!record.is_valid()) throw nb::python_error();
+    PyList_SET_ITEM(record.ptr(), 0, Py_NewRef(holder.ptr()));
+    PyList_SET_ITEM(record.ptr(), 1, Py_NewRef(values[4]));
+    PyList_SET_ITEM(record.ptr(), 2, PyLong_FromLong(rows));
+    PyList_SET_ITEM(record.ptr(), 3, PyLong_FromLong(0));
+    PyList_SET_ITEM(record.ptr(), 4, Py_NewRef(Py_None));
+    if (PyList_GET_ITEM(record.ptr(), 2) == nullptr || PyList_GET_ITEM(record.ptr(), 3) == nullptr)
+      throw nb::python_error();
+    if (PyDict_SetItem(held.ptr(), token.ptr(), record.ptr()) < 0) throw nb::python_error();
+    if (holder.ptr() != last.ptr() && PyWeakref_CheckRef(holder.ptr())) {  // a task's (a thread's: nothing)
+      watch(holder);
+      last = nb::borrow(holder);
+    }
+    return batch;
+  }
+};
+
 // A Pool plus the count of threads inside wait(), so close() can let them leave first.
 class PyPool : public Pool {
  public:
@@ -137,7 +216,8 @@ class PyPool : public Pool {
   PyPool(const PyPool&) = delete;
   PyPool& operator=(const PyPool&) = delete;
   std::atomic<int> waiting{0};
-  std::vector<std::byte> xla_state;  // a caller's per-pool bytes for xla() (XlaRegistry::attach)
+  std::vector<std::byte> xla_state;     // a caller's per-pool bytes for xla() (XlaRegistry::attach)
+  std::unique_ptr<BatchMaker> batches;  // take_held's (configure_batches)
 };
 
 // Owns one taken block; numpy views of it keep this handle alive (their owner), and the
@@ -257,12 +337,18 @@ class BlockHandle {
   Block* block_;
 };
 
-// (obs, reward, terminated, truncated, env_id, handle)
-nb::object export_block(PyPool& p, Block* b) {
+// A taken block's eager fields: obs, reward, terminated, truncated, env_id, and its handle.
+std::array<nb::object, 6> export_fields(PyPool& p, Block* b) {
   nb::object handle = nb::cast(new BlockHandle(p.store(), b), nb::rv_policy::take_ownership);
   const auto& h = nb::cast<const BlockHandle&>(handle);
-  return nb::make_tuple(h.array(handle, 0), h.array(handle, 1), h.array(handle, 2), h.array(handle, 3),
-                        h.array(handle, 4), handle);
+  return {h.array(handle, 0), h.array(handle, 1), h.array(handle, 2),
+          h.array(handle, 3), h.array(handle, 4), handle};
+}
+
+// (obs, reward, terminated, truncated, env_id, handle)
+nb::object export_block(PyPool& p, Block* b) {
+  auto f = export_fields(p, b);
+  return nb::make_tuple(f[0], f[1], f[2], f[3], f[4], f[5]);
 }
 
 using IdArray = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
@@ -399,6 +485,19 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
     return nb::none();
 #endif
   });
+  // The same handlers' GPU forms (platform="gpu"), or None as above.
+  m.def("_xla_gpu_handlers", []() -> nb::object {
+#ifdef AIOPOOL_XLA_FFI
+    return nb::make_tuple(nb::capsule(reinterpret_cast<void*>(xla_ffi::kSendGpu)),
+                          nb::capsule(reinterpret_cast<void*>(xla_ffi::kRecvGpu)),
+                          nb::capsule(reinterpret_cast<void*>(xla_ffi::kStateGetGpu)),
+                          nb::capsule(reinterpret_cast<void*>(xla_ffi::kStateSetGpu)));
+#else
+    return nb::none();
+#endif
+  });
+  // Whether the GPU handlers can run here: "" where the CUDA driver loads, else why not.
+  m.def("_cuda_driver_error", [] { return CudaDriver::get().error(); });
   // A child forked with pools open keeps their natives alive for good (their threads are the
   // parent's: destroying one would join them); nanobind would list them as leaks at exit. Each
   // module is a nanobind domain of its own (CMakeLists.txt): each one quiets its own.
@@ -562,6 +661,21 @@ inline void define_pool_module(nb::module_& m, const char* doc) {
              Block* b = p.take(spin_ns);
              if (b == nullptr) return nb::none();
              return export_block(p, b);
+           })
+      // take() as a Batch held by `holder` (configure_batches first): Batch() and
+      // Holders.hand_out in one call.
+      .def("take_held",
+           [](PyPool& p, nb::handle holder, int64_t spin_ns) -> nb::object {
+             if (!p.batches) throw std::runtime_error("take_held before configure_batches");
+             Block* b = p.take(spin_ns);
+             if (b == nullptr) return nb::none();
+             const int rows = b->rows;
+             return p.batches->make(export_fields(p, b), holder, rows);
+           })
+      .def("configure_batches",
+           [](PyPool& p, nb::handle batch_type, nb::handle names, nb::handle weak_pool, nb::handle held,
+              nb::handle on_drop, nb::handle watch) {
+             p.batches = std::make_unique<BatchMaker>(batch_type, names, weak_pool, held, on_drop, watch);
            })
       .def("arm", &PyPool::arm)
       .def("drain", &PyPool::drain)

@@ -12,6 +12,9 @@
 // until no handler is inside it. A closed or destroyed pool is an error, never a dangling pool.
 // Order: XLA orders the calls only by the handle, operand 0, which each returns as result 0
 // (aliased to operand 0, so never written here); the Python side marks them side effects.
+// Platforms: each handler has a CPU and a GPU form, registered under one target name for each
+// platform; the GPU form stages XLA's device buffers through pinned host memory and calls the
+// same body (cuda_driver.h loads the CUDA driver at run time).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +23,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cuda_driver.h"
 #include "pool.h"
 #include "xla_registry.h"
 
@@ -99,46 +103,56 @@ inline ffi::Error closed_error(const char* what) {
                     std::string(what) + ": the pool is closed (or was destroyed) since xla() was called");
 }
 
-// send(handle, actions[k, *action_shape], env_ids[k]) -> handle
-inline ffi::Error send(ffi::AnyBuffer, ffi::AnyBuffer actions, ffi::Buffer<ffi::S32> ids,
-                       ffi::Result<ffi::AnyBuffer>, uint64_t pool_id) {
+// A buffer as the handlers' bodies see it: host memory, XLA's own on the CPU, a staging copy
+// of the device's on the GPU.
+struct HostBuffer {
+  void* data;
+  std::size_t bytes;
+  std::size_t count;  // elements
+  DataType type;
+  ffi::AnyBuffer::Dimensions dims;
+};
+
+inline HostBuffer host(ffi::AnyBuffer b) {
+  return {b.untyped_data(), b.size_bytes(), b.element_count(), b.element_type(), b.dimensions()};
+}
+
+// send's body: actions[k, *action_shape] to env_ids[k] (host memory).
+inline ffi::Error send_host(const HostBuffer& actions, const int32_t* ids, std::size_t k, uint64_t pool_id) {
   const XlaRegistry::Use use(pool_id);
   Pool* pool = use.pool();
   if (pool == nullptr || pool->closed()) return closed_error("send");
   const Space& space = pool->spec().action_space;
-  const std::size_t k = ids.element_count();
-  const auto dims = actions.dimensions();
+  const auto& dims = actions.dims;
   bool ok =
       dims.size() == space.shape.size() + 1 && dims.size() > 0 && static_cast<std::size_t>(dims[0]) == k;
   for (std::size_t d = 0; ok && d < space.shape.size(); ++d) ok = dims[d + 1] == space.shape[d];
   if (!ok)
     return ffi::Error::InvalidArgument("action has shape " + shape_text(dims) + ", expected (" +
                                        std::to_string(k) + ", ...) — one action per env in env_id");
-  const std::size_t n = actions.element_count();
+  const std::size_t n = actions.count;
   thread_local std::vector<std::byte> buf;
   buf.resize(n * dtype_size(space.dtype));
-  const bool converted =
-      convert(buf.data(), xla_type(space.dtype), actions.untyped_data(), actions.element_type(), n);
-  if (!converted)
+  if (!convert(buf.data(), xla_type(space.dtype), actions.data, actions.type, n))
     return ffi::Error::InvalidArgument("send: actions of this dtype cannot be converted to the pool's");
   try {
-    pool->send(buf.data(), buf.size(), ids.typed_data(), k);
+    pool->send(buf.data(), buf.size(), ids, k);
   } catch (const std::exception& e) {
     return ffi::Error::InvalidArgument(e.what());
   }
   return ffi::Error::Success();
 }
 
-// recv(handle) -> (handle, one array per field of the layout). by_env_id: row r goes to row
-// env_id[r] (sync mode: the rows of every env, in env id order). spin_ns: how long to poll for
-// a batch before sleeping on the ready queue (the pool's recv_spin_us).
-inline ffi::Error recv(ffi::AnyBuffer, ffi::RemainingRets rets, uint64_t pool_id, int64_t by_env_id,
-                       int64_t spin_ns) {
+// recv's body: the next batch into `outs` (host memory), one per field of the layout.
+// by_env_id: row r goes to row env_id[r] (sync mode: the rows of every env, in env id order).
+// spin_ns: how long to poll for a batch before sleeping on the ready queue (recv_spin_us).
+inline ffi::Error recv_host(const std::vector<HostBuffer>& outs, uint64_t pool_id, int64_t by_env_id,
+                            int64_t spin_ns) {
   const XlaRegistry::Use use(pool_id);
   Pool* pool = use.pool();
   if (pool == nullptr) return closed_error("recv");
   const Layout& L = pool->layout();
-  if (rets.size() != L.fields.size() + 1)
+  if (outs.size() != L.fields.size())
     return ffi::Error::Internal("recv: results do not match the pool's layout");
   Block* b = nullptr;
   for (int64_t spin = spin_ns; b == nullptr; spin = 0) {  // the wait ladder: spin once, then sleep
@@ -165,46 +179,156 @@ inline ffi::Error recv(ffi::AnyBuffer, ffi::RemainingRets rets, uint64_t pool_id
     for (int32_t at : row_of)
       if (at < 0 || at >= L.batch_size) return ffi::Error::Internal("recv: env ids out of the batch's rows");
   for (std::size_t f = 0; f < L.fields.size(); ++f) {
-    auto out = rets.get<ffi::AnyBuffer>(f + 1);
-    if (out.has_error()) return out.error();
-    ffi::AnyBuffer& o = **out;
+    const HostBuffer& o = outs[f];
     const FieldLayout& fl = L.fields[f];
     const std::size_t per = fl.row_bytes / dtype_size(fl.dtype);
-    if (o.element_count() != per * static_cast<std::size_t>(L.batch_size))
+    if (o.count != per * static_cast<std::size_t>(L.batch_size))
       return ffi::Error::Internal("recv: result " + std::to_string(f + 1) + " has the wrong size");
-    const std::size_t out_row = o.size_bytes() / static_cast<std::size_t>(L.batch_size);
-    auto* dst = static_cast<std::byte*>(o.untyped_data());
-    if (b->rows < L.batch_size) std::memset(dst, 0, o.size_bytes());  // a short (flushed) batch
+    const std::size_t out_row = o.bytes / static_cast<std::size_t>(L.batch_size);
+    auto* dst = static_cast<std::byte*>(o.data);
+    if (b->rows < L.batch_size) std::memset(dst, 0, o.bytes);  // a short (flushed) batch
     for (int r = 0; r < b->rows; ++r) {
       std::byte* d = dst + out_row * static_cast<std::size_t>(row_of[static_cast<std::size_t>(r)]);
       const std::byte* s = b->at(L, static_cast<int>(f), r);
       if (out_row == fl.row_bytes)
         std::memcpy(d, s, out_row);
-      else if (!convert(d, o.element_type(), s, xla_type(fl.dtype), per))
+      else if (!convert(d, o.type, s, xla_type(fl.dtype), per))
         return ffi::Error::Internal("recv: cannot convert field " + fl.name);
     }
   }
   return ffi::Error::Success();
 }
 
-// state_get(handle) -> (handle, state) and state_set(handle, state) -> handle: the caller's
-// per-pool bytes (XlaRegistry::attach), copied out of and into XLA's buffers.
-inline ffi::Error state_get(ffi::AnyBuffer, ffi::Result<ffi::AnyBuffer>, ffi::Result<ffi::AnyBuffer> out,
-                            uint64_t pool_id) {
+// state_get / state_set's bodies: the caller's per-pool bytes (XlaRegistry::attach).
+inline ffi::Error state_copy(void* data, std::size_t bytes, bool get, uint64_t pool_id) {
   const XlaRegistry::Use use(pool_id);
   if (use.pool() == nullptr || use.pool()->closed()) return closed_error("recv");
-  if (out->size_bytes() != use.state_bytes()) return ffi::Error::Internal("state_get: wrong size");
-  std::memcpy(out->untyped_data(), use.state(), use.state_bytes());
+  if (bytes != use.state_bytes()) return ffi::Error::Internal("state: wrong size");
+  if (get)
+    std::memcpy(data, use.state(), bytes);
+  else
+    std::memcpy(use.state(), data, bytes);
   return ffi::Error::Success();
+}
+
+// -- the CPU handlers: XLA's buffers are host memory ----------------------------------------
+
+// send(handle, actions[k, *action_shape], env_ids[k]) -> handle
+inline ffi::Error send(ffi::AnyBuffer, ffi::AnyBuffer actions, ffi::Buffer<ffi::S32> ids,
+                       ffi::Result<ffi::AnyBuffer>, uint64_t pool_id) {
+  return send_host(host(actions), ids.typed_data(), ids.element_count(), pool_id);
+}
+
+// recv(handle) -> (handle, one array per field of the layout)
+inline ffi::Error recv(ffi::AnyBuffer, ffi::RemainingRets rets, uint64_t pool_id, int64_t by_env_id,
+                       int64_t spin_ns) {
+  std::vector<HostBuffer> outs;
+  for (std::size_t f = 1; f < rets.size(); ++f) {
+    auto out = rets.get<ffi::AnyBuffer>(f);
+    if (out.has_error()) return out.error();
+    outs.push_back(host(**out));
+  }
+  return recv_host(outs, pool_id, by_env_id, spin_ns);
+}
+
+// state_get(handle) -> (handle, state) and state_set(handle, state) -> handle
+inline ffi::Error state_get(ffi::AnyBuffer, ffi::Result<ffi::AnyBuffer>, ffi::Result<ffi::AnyBuffer> out,
+                            uint64_t pool_id) {
+  return state_copy(out->untyped_data(), out->size_bytes(), true, pool_id);
 }
 
 inline ffi::Error state_set(ffi::AnyBuffer, ffi::AnyBuffer in, ffi::Result<ffi::AnyBuffer>,
                             uint64_t pool_id) {
-  const XlaRegistry::Use use(pool_id);
-  if (use.pool() == nullptr || use.pool()->closed()) return closed_error("recv");
-  if (in.size_bytes() != use.state_bytes()) return ffi::Error::Internal("state_set: wrong size");
-  std::memcpy(use.state(), in.untyped_data(), use.state_bytes());
-  return ffi::Error::Success();
+  return state_copy(in.untyped_data(), in.size_bytes(), false, pool_id);
+}
+
+// -- the GPU handlers: the same bodies over pinned host staging ------------------------------
+// Operands are copied to the staging on XLA's stream and the stream synchronised once before
+// the body runs; results are written to the staging and copied to the device, then the stream
+// synchronised (the staging is reused by the next call). The handlers block the thread that
+// launches the program's kernels, as a receive must wait for its batch: they are not marked
+// command-buffer compatible, so XLA keeps them out of its CUDA graphs.
+
+inline ffi::Error cuda_error(const std::string& why) { return ffi::Error(ffi::ErrorCode::kInternal, why); }
+
+inline ffi::Error cuda_ready() {
+  const CudaDriver& cu = CudaDriver::get();
+  return cu.error().empty() ? ffi::Error::Success() : cuda_error("xla() on the GPU: " + cu.error());
+}
+
+// Copies `bytes` from the device to `dst` (d2h) or from `src` to the device, on `stream`.
+inline ffi::Error cuda_copy(bool d2h, void* host_ptr, void* device_ptr, std::size_t bytes, void* stream) {
+  if (bytes == 0) return ffi::Error::Success();
+  const CudaDriver& cu = CudaDriver::get();
+  const auto dev = reinterpret_cast<CudaDriver::DevicePtr>(device_ptr);
+  const CudaDriver::Result r =
+      d2h ? cu.memcpy_dtoh(host_ptr, dev, bytes, stream) : cu.memcpy_htod(dev, host_ptr, bytes, stream);
+  return r == 0 ? ffi::Error::Success()
+                : cuda_error(cu.explain(d2h ? "cuMemcpyDtoHAsync" : "cuMemcpyHtoDAsync", r));
+}
+
+inline ffi::Error cuda_sync(void* stream) {
+  const CudaDriver& cu = CudaDriver::get();
+  const CudaDriver::Result r = cu.stream_synchronize(stream);
+  return r == 0 ? ffi::Error::Success() : cuda_error(cu.explain("cuStreamSynchronize", r));
+}
+
+inline std::size_t aligned(std::size_t n) { return (n + 63) & ~std::size_t{63}; }
+
+inline ffi::Error send_gpu(void* stream, ffi::AnyBuffer, ffi::AnyBuffer actions, ffi::Buffer<ffi::S32> ids,
+                           ffi::Result<ffi::AnyBuffer>, uint64_t pool_id) {
+  if (auto e = cuda_ready(); e.failure()) return e;
+  std::byte* stage = CudaStaging::here().reserve(aligned(actions.size_bytes()) + ids.size_bytes());
+  std::byte* id_stage = stage + aligned(actions.size_bytes());
+  if (auto e = cuda_copy(true, stage, actions.untyped_data(), actions.size_bytes(), stream); e.failure())
+    return e;
+  if (auto e = cuda_copy(true, id_stage, ids.untyped_data(), ids.size_bytes(), stream); e.failure()) return e;
+  if (auto e = cuda_sync(stream); e.failure()) return e;
+  HostBuffer a = host(actions);
+  a.data = stage;
+  return send_host(a, reinterpret_cast<const int32_t*>(id_stage), ids.element_count(), pool_id);
+}
+
+inline ffi::Error recv_gpu(void* stream, ffi::AnyBuffer, ffi::RemainingRets rets, uint64_t pool_id,
+                           int64_t by_env_id, int64_t spin_ns) {
+  if (auto e = cuda_ready(); e.failure()) return e;
+  std::vector<HostBuffer> outs;
+  std::vector<void*> device;
+  std::size_t total = 0;
+  for (std::size_t f = 1; f < rets.size(); ++f) {
+    auto out = rets.get<ffi::AnyBuffer>(f);
+    if (out.has_error()) return out.error();
+    outs.push_back(host(**out));
+    device.push_back((**out).untyped_data());
+    total += aligned(outs.back().bytes);
+  }
+  std::byte* stage = CudaStaging::here().reserve(total);
+  for (HostBuffer& o : outs) {
+    o.data = stage;
+    stage += aligned(o.bytes);
+  }
+  if (auto e = recv_host(outs, pool_id, by_env_id, spin_ns); e.failure()) return e;
+  for (std::size_t f = 0; f < outs.size(); ++f)
+    if (auto e = cuda_copy(false, outs[f].data, device[f], outs[f].bytes, stream); e.failure()) return e;
+  return cuda_sync(stream);
+}
+
+inline ffi::Error state_get_gpu(void* stream, ffi::AnyBuffer, ffi::Result<ffi::AnyBuffer>,
+                                ffi::Result<ffi::AnyBuffer> out, uint64_t pool_id) {
+  if (auto e = cuda_ready(); e.failure()) return e;
+  std::byte* stage = CudaStaging::here().reserve(out->size_bytes());
+  if (auto e = state_copy(stage, out->size_bytes(), true, pool_id); e.failure()) return e;
+  if (auto e = cuda_copy(false, stage, out->untyped_data(), out->size_bytes(), stream); e.failure()) return e;
+  return cuda_sync(stream);
+}
+
+inline ffi::Error state_set_gpu(void* stream, ffi::AnyBuffer, ffi::AnyBuffer in, ffi::Result<ffi::AnyBuffer>,
+                                uint64_t pool_id) {
+  if (auto e = cuda_ready(); e.failure()) return e;
+  std::byte* stage = CudaStaging::here().reserve(in.size_bytes());
+  if (auto e = cuda_copy(true, stage, in.untyped_data(), in.size_bytes(), stream); e.failure()) return e;
+  if (auto e = cuda_sync(stream); e.failure()) return e;
+  return state_copy(stage, in.size_bytes(), false, pool_id);
 }
 
 XLA_FFI_DEFINE_HANDLER(
@@ -224,6 +348,39 @@ XLA_FFI_DEFINE_HANDLER(kSend, send,
                            .Attr<uint64_t>("pool_id"));
 XLA_FFI_DEFINE_HANDLER(kRecv, recv,
                        ffi::Ffi::Bind()
+                           .Arg<ffi::AnyBuffer>()
+                           .RemainingRets()
+                           .Attr<uint64_t>("pool_id")
+                           .Attr<int64_t>("by_env_id")
+                           .Attr<int64_t>("spin_ns"));
+
+using Stream = ffi::PlatformStream<void*>;
+
+XLA_FFI_DEFINE_HANDLER(kStateGetGpu, state_get_gpu,
+                       ffi::Ffi::Bind()
+                           .Ctx<Stream>()
+                           .Arg<ffi::AnyBuffer>()
+                           .Ret<ffi::AnyBuffer>()
+                           .Ret<ffi::AnyBuffer>()
+                           .Attr<uint64_t>("pool_id"));
+XLA_FFI_DEFINE_HANDLER(kStateSetGpu, state_set_gpu,
+                       ffi::Ffi::Bind()
+                           .Ctx<Stream>()
+                           .Arg<ffi::AnyBuffer>()
+                           .Arg<ffi::AnyBuffer>()
+                           .Ret<ffi::AnyBuffer>()
+                           .Attr<uint64_t>("pool_id"));
+XLA_FFI_DEFINE_HANDLER(kSendGpu, send_gpu,
+                       ffi::Ffi::Bind()
+                           .Ctx<Stream>()
+                           .Arg<ffi::AnyBuffer>()
+                           .Arg<ffi::AnyBuffer>()
+                           .Arg<ffi::Buffer<ffi::S32>>()
+                           .Ret<ffi::AnyBuffer>()
+                           .Attr<uint64_t>("pool_id"));
+XLA_FFI_DEFINE_HANDLER(kRecvGpu, recv_gpu,
+                       ffi::Ffi::Bind()
+                           .Ctx<Stream>()
                            .Arg<ffi::AnyBuffer>()
                            .RemainingRets()
                            .Attr<uint64_t>("pool_id")

@@ -727,9 +727,8 @@ class RemotePool:
                 fut.set_result(item)
 
     def _hold(self, batch: Batch, holder: object) -> None:
-        if not batch._token:
-            batch._token = self._holders.hand_out(batch.env_id, holder,
-                                                  self._owner(int(batch.env_id[0])))
+        if batch._token is None:
+            self._holders.hand_out(batch, holder, self._owner(int(batch.env_id[0])))
 
     def _hand_out(self, item: _Item, holder: object) -> Batch:
         if isinstance(item, _Death):
@@ -745,9 +744,9 @@ class RemotePool:
     def _give_back(self, item: _Item) -> None:
         """A batch a cancelled receiver held goes back to the front, to the next waiter."""
         if isinstance(item, Batch):
-            if item._token:
+            if item._token is not None:
                 self._holders.give_back(item._token)
-                item._token = 0
+                item._token = None
             item = item._moved()  # the cancelled task's traceback may keep the old object
             self._busy[item.env_id] = True
             self._held[item.env_id] = True

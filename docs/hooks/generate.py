@@ -111,6 +111,16 @@ FAMILIES: dict[str, dict[str, str]] = {
         "frames": "minigrid's own tile renderer drawing each env's grid, with its `tile_size`, "
                   "`highlight` and `agent_pov`",
     },
+    "procgen": {
+        "title": "Procgen",
+        "reference": "procgen 0.10.7's `ProcgenGym3Env` (its own library, fetched from PyPI on "
+                     "first use)",
+        "parity": "**equal**, the games being procgen's own library: frames, rewards, episode "
+                  "ends and `level_seed` / `prev_level_seed` / `prev_level_complete` from the "
+                  "same seeds, through level ends, resets and re-seeds, with every option",
+        "test": "tests/test_parity_procgen.py",
+        "frames": "procgen's 512×512 `info[\"rgb\"]` frames, drawn by its library",
+    },
 }
 # Envs with no reference implementation.
 OWN_ENVS = {
