@@ -201,6 +201,30 @@ _SETTERS: dict[str, Callable[[Any, Sequence[float]], None]] = {
 }
 
 
+def _minigrid(env: Any, s: Sequence[float]) -> None:
+    """minigrid's env from a native env's ``render_state()`` (minigrid_env.h): its grid
+    decoded as minigrid decodes an encoding, the agent, what it carries."""
+    from minigrid.core.grid import Grid
+    from minigrid.core.world_object import WorldObj
+
+    width, height, x, y, direction = (int(v) for v in s[:5])
+    held = [int(v) for v in s[5:8]]
+    cells = np.array(s[8:8 + width * height * 3], dtype=np.uint8).reshape(width, height, 3)
+    env.grid, _ = Grid.decode(cells)
+    env.agent_pos, env.agent_dir = (x, y), direction
+    env.carrying = WorldObj.decode(*held) if held[0] else None
+
+
+# minigrid's env classes (the native ones: families.py's MINIGRID).
+for _name in ("EmptyEnv", "DoorKeyEnv", "FourRoomsEnv", "LavaGapEnv", "CrossingEnv",
+              "DistShiftEnv", "MultiRoomEnv", "GoToDoorEnv", "GoToObjectEnv", "FetchEnv",
+              "PutNearEnv", "RedBlueDoorEnv", "MemoryEnv", "DynamicObstaclesEnv",
+              "LockedRoomEnv", "PlaygroundEnv", "UnlockEnv", "UnlockPickupEnv",
+              "BlockedUnlockPickupEnv", "KeyCorridorEnv", "ObstructedMaze_1Dlhb",
+              "ObstructedMaze_Full", "ObstructedMaze_Full_V1"):
+    _SETTERS[_name] = _minigrid
+
+
 def draws(env_id: str) -> bool:
     """Whether gymnasium's env of ``env_id`` can draw a native env's frames here: a class this
     module can hand the state to, or a MuJoCo env (its whole mjData)."""

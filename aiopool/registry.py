@@ -92,7 +92,14 @@ def family_of(env_id: str) -> NativeFamily | None:
 
 
 def _renders(family: NativeFamily, env_id: str) -> str | None:
-    """How ``env_id`` renders: its family's way, where gymnasium's env can draw it."""
+    """How ``env_id`` renders: its family's way, where gymnasium's env can draw it (the
+    reference's module imported to register its ids, where it is installed)."""
+    if (family.renders == "python" and family.reference_module is not None
+            and family.reference_prefix is None and env_id not in gym.registry):
+        try:
+            gym.register_envs(importlib.import_module(family.reference_module))
+        except ImportError:
+            return None
     if env_id in family.native_frames:
         return "native"
     return family.renders if family.renders != "python" or draws(env_id) else None

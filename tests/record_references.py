@@ -44,7 +44,14 @@ def main(argv: list[str]) -> int:
         at = rest.index("-k")
         select = f"recorded and ({rest[at + 1]})"
         del rest[at:at + 2]
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+    # One process: each pytest-xdist worker would write the whole suite's file at its end, the
+    # last one's cases replacing the others'.
+    for flag in ("-n", "--numprocesses"):
+        if flag in rest:
+            at = rest.index(flag)
+            del rest[at:at + 2]
+    rest = [a for a in rest if not a.startswith(("-n=", "--numprocesses="))]
+    command = [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q",
                "-m", "not slow", "-k", select,
                *(str(TESTS / f"{suite}.py") for suite in suites), *rest]
     print("recording:", " ".join(command[2:]), flush=True)

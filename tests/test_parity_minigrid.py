@@ -6,7 +6,9 @@ same actions (random, half of them ``forward`` so that episodes reach goals, lav
 and compares the observation (direction, the 7x7x3 image, the mission string), the reward,
 terminated and truncated at every step, through episode ends, in each autoreset mode.
 ``test_layouts_match_minigrid_seed_for_seed`` re-seeds every env many times and compares the
-first observations: the layouts, the placements and the missions numpy's stream gives.
+first observations: the layouts, the placements and the missions numpy's stream gives. In
+``next_step`` mode env 0 renders (``render_mode="rgb_array"``: minigrid's tile renderer drawing
+the native env's grid) at each of its first ``FRAMES`` steps, equal to minigrid's own frames.
 
 The default tier checks the native rows against the recorded digests (tests/recorded.py) in
 ``next_step`` mode; the live comparison, the other modes and more seeds run with the slow
@@ -38,6 +40,7 @@ NUM_ENVS = 3
 STEPS = 300  # past every id's first max_steps but the largest (DoorKey-16x16: 2,560)
 MODES = ["next_step", "same_step", "disabled"]
 SEEDS = 50  # reseeds per env in the layout test
+FRAMES = 40  # env 0's frames per id (next_step mode), through its first episode end or two
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*is out of date")
 
@@ -52,8 +55,10 @@ def _actions(rng: np.random.Generator, n: int, num_actions: int) -> npt.NDArray[
 class Reference:
     """minigrid's envs driven with the pool's autoreset semantics (gymnasium 1.x vector envs)."""
 
-    def __init__(self, env_id: str, kwargs: dict[str, Any], num_envs: int, mode: str) -> None:
-        self.envs = [gym.make(env_id, **kwargs) for _ in range(num_envs)]
+    def __init__(self, env_id: str, kwargs: dict[str, Any], num_envs: int, mode: str,
+                 render_mode: str | None = None) -> None:
+        self.envs = [gym.make(env_id, render_mode=render_mode, **kwargs)
+                     for _ in range(num_envs)]
         self.mode = mode
         self.ended = np.zeros(num_envs, dtype=bool)
         self.elapsed = np.zeros(num_envs, dtype=np.int64)
@@ -135,9 +140,12 @@ async def test_matches_minigrid_step_by_step(env_id: str, mode: str, trace: Trac
     seed = 2024
     trace.env_id = env_id
     kwargs = _kwargs(env_id)
-    live = Reference(env_id, kwargs, NUM_ENVS, mode) if trace.live else None
+    # Frames in next_step mode (the loop changes nothing a frame shows): minigrid's own tile
+    # renderer draws them from the native env's grid; env 0's against the reference's.
+    render_mode = "rgb_array" if mode == "next_step" else None
+    live = Reference(env_id, kwargs, NUM_ENVS, mode, render_mode) if trace.live else None
     with aiopool.make(env_id, num_envs=NUM_ENVS, batch_size=NUM_ENVS, num_threads=2,
-                      seed=seed, autoreset=mode, **kwargs) as pool:
+                      seed=seed, autoreset=mode, render_mode=render_mode, **kwargs) as pool:
         space = pool.single_action_space
         assert isinstance(space, gym.spaces.Discrete)
         pool.async_reset()
@@ -153,6 +161,12 @@ async def test_matches_minigrid_step_by_step(env_id: str, mode: str, trace: Trac
             episodes += trace.rows(batch)
             if live is not None and expected is not None:
                 _assert_rows(batch, expected, f"step {t}")
+            if render_mode is not None and t < FRAMES:
+                frame = pool.render([0])
+                trace.frames(frame, [0])
+                if live is not None:
+                    want = live.envs[0].render()
+                    assert np.array_equal(frame[0], want), f"step {t}: env 0's frame"
         assert episodes >= NUM_ENVS, f"only {episodes} episodes ended"
     trace.done()
 

@@ -77,7 +77,8 @@ class NativeFamily:
             ``"ALE/"``): ``make("ALE/Breakout-v5")`` names the native ``Breakout-v5`` instead of
             running the reference's env in worker processes unasked (``backend="processes"``
             runs it, registered by importing ``reference_module``).
-        reference_module: the module whose import registers the reference's ids.
+        reference_module: the module whose import registers the reference's ids (imported
+            where a ``"python"`` family without ``reference_prefix`` draws frames: minigrid).
         env_methods: methods of the reference's env, without arguments, that the adapters'
             ``call`` / ``env_method`` answer for a pool's envs (all alike): ``name(env_id,
             config)`` gives the value (Atari's ``get_action_meanings``).
@@ -324,7 +325,9 @@ MINIGRID = NativeFamily(
                                                   "S6R3")),
         *(f"MiniGrid-ObstructedMaze-{s}" for s in (
             "1Dl-v0", "1Dlh-v0", "1Dlhb-v0", "2Dl-v0", "2Dlh-v0", "2Dlhb-v0", "1Q-v0", "2Q-v0",
-            "Full-v0", "2Dlhb-v1", "1Q-v1", "2Q-v1", "Full-v1"))}))
+            "Full-v0", "2Dlhb-v1", "1Q-v1", "2Q-v1", "Full-v1"))}),
+    renders="python", reference_module="minigrid",
+    render_kwargs=frozenset({"tile_size", "highlight", "agent_pov", "screen_size"}))
 
 
 # The order in which the registry searches the modules and aiopool.list_envs() lists their ids.

@@ -100,6 +100,17 @@ FAMILIES: dict[str, dict[str, str]] = {
                   "`MUJOCO_GL` is unset), with its `width`, `height` and `camera_id` (a camera's "
                   "name too)",
     },
+    "minigrid": {
+        "title": "MiniGrid",
+        "reference": "minigrid 3.2.0",
+        "parity": "**bit for bit**, seed for seed: layouts, placements and missions from the same "
+                  "seeds, the observation's direction, 7×7×3 image and mission string, rewards, "
+                  "terminated and truncated (minigrid's own `max_steps`), through autoresets, in "
+                  "every autoreset mode",
+        "test": "tests/test_parity_minigrid.py",
+        "frames": "minigrid's own tile renderer drawing each env's grid, with its `tile_size`, "
+                  "`highlight` and `agent_pov`",
+    },
     "procgen": {
         "title": "Procgen",
         "reference": "procgen 0.10.7's `ProcgenGym3Env` (its own library, fetched from PyPI on "
@@ -130,6 +141,8 @@ def _space(space: Any) -> str:
         inner = ", ".join(f"{key}: {_space(part)}" if key else _space(part)
                           for key, part in items)
         return f"{name}({inner.replace('`', '')})".join("``")
+    if name == "Text":
+        return f"`Text(max_length={int(space.max_length)})`"
     low, high = np.asarray(space.low), np.asarray(space.high)
     shape = tuple(space.shape)
     if low.size and low.min() == low.max() and high.min() == high.max():
