@@ -46,7 +46,8 @@ RECORD_ENV = "AIOPOOL_RECORD_REFERENCES"  # set by tests/record_references.py
 # Set: every traced case steps its reference beside the pool, recorded ones included (the
 # CPU-kernel matrix of tests/test_cpu_dispatch.py: other kernels give other rows, on both sides).
 LIVE_ENV = "AIOPOOL_LIVE_REFERENCES"
-REFERENCES = ("gymnasium", "mujoco", "dm-control", "ale-py", "box2d", "pygame-ce", "numpy")
+REFERENCES = ("gymnasium", "mujoco", "dm-control", "ale-py", "box2d", "pygame-ce", "metaworld",
+              "scipy", "numpy")
 # Columns that hold a value only on the rows that end an episode.
 AT_EPISODE_END = ("final_obs", "final_info", "episode_return", "episode_length")
 

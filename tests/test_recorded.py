@@ -115,7 +115,8 @@ def test_the_default_tier_steps_every_registered_id_through_an_episode_end() -> 
         family = registry.family_of(env_id)
         assert family is not None
         families.setdefault(family.name, set()).add(env_id)
-    assert set(families) == {"classic_control", "toy_text", "box2d", "mujoco", "dmc", "atari"}
+    assert set(families) == {"classic_control", "toy_text", "box2d", "mujoco", "dmc", "atari",
+                             "metaworld"}
     for name, ids in families.items():
         missing = sorted(ids - set(stepped))
         assert not missing, f"{name}: the default tier steps no recorded case of {missing}"
