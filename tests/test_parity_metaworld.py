@@ -191,3 +191,28 @@ async def test_other_seeds_match_metaworld(env_id: str) -> None:
     """Two whole episodes and into a third, from other seeds (one past 2**31)."""
     for seed in (0, 7, 3_000_000_000):
         await _follow_metaworld(env_id, 1010, "next_step", seed=seed)
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+@pytest.mark.asyncio_loop_only
+async def test_a_reseed_is_a_fresh_make() -> None:
+    """``async_reset(seed=k)`` makes env ``i`` what ``gym.make(..., seed=k + i)`` makes: MT1's
+    task vectors for that seed and a new pick stream, seen in the first observations (the
+    object and the goal) of three episodes."""
+    import gymnasium as gym
+
+    patched()
+    with aiopool.make("Meta-World/reach-v3", num_envs=2, seed=1, autoreset="disabled") as pool:
+        pool.async_reset()
+        await pool.recv()
+        for seed in (55, 4_294_967_294):  # the last pair of seeds np.random.seed takes
+            refs = [gym.make("Meta-World/MT1", env_name="reach-v3", seed=seed + i)
+                    for i in range(2)]
+            for episode in range(3):
+                pool.async_reset(seed=seed if episode == 0 else None)
+                batch = await pool.recv()
+                for row, i in enumerate(batch.env_id.tolist()):
+                    obs, _ = refs[i].reset()
+                    assert np.asarray(batch.obs[row]).tobytes() == obs.tobytes(), (
+                        f"seed {seed}, episode {episode}, env {i}")
