@@ -9,7 +9,8 @@ ends and resets, in each autoreset mode: ``next_step`` (the step after an episod
 reset), ``same_step`` (the final observation in ``info["final_obs"]``) and ``disabled`` (the test
 resets ended envs). Each reset picks one of MT1's 50 task vectors with the env's generator, so
 the resets check the task vectors and the pick too. The policy steers the hand towards the goal
-with noise, and some actions lie outside [-1, 1] (the reference clips them).
+with noise (push-v3's pushes the puck there), and some actions lie outside [-1, 1] (the
+reference clips them).
 """
 
 from __future__ import annotations
@@ -107,14 +108,31 @@ def _assert_rows(batch: aiopool.Batch, expected: dict[int, Any], where: str) -> 
                     f"{at}: final_info[{key!r}] {value!r} != metaworld's {final_info[key]!r}")
 
 
-def _policy(obs: npt.NDArray[np.float64], rng: np.random.Generator) -> npt.NDArray[np.float32]:
-    """Towards the goal (obs[36:39]) from the hand (obs[0:3]), with noise; a fifth of the
-    actions are scaled past [-1, 1]."""
-    toward = np.clip((obs[:, 36:39] - obs[:, 0:3]) * 30.0, -1.0, 1.0)
+def _policy(env_id: str, obs: npt.NDArray[np.float64], rng: np.random.Generator,
+            late: bool) -> npt.NDArray[np.float32]:
+    """Towards the goal (obs[36:39]) from the hand (obs[0:3]) for reach; for push, first to just
+    behind the puck (obs[4:7]) from above, then on to the goal, pushing it (and to the goal only
+after 250 steps); with noise, and the
+    gripper's effort anywhere in [-1, 1.1]. A fifth of reach's actions are scaled past [-1, 1]."""
+    hand, goal = obs[:, 0:3], obs[:, 36:39]
+    target = goal
+    if env_id != "Meta-World/reach-v3":
+        puck = obs[:, 4:7]
+        away = (puck - goal)[:, :2]
+        away /= np.linalg.norm(away, axis=1, keepdims=True) + 1e-9
+        behind = puck.copy()
+        behind[:, :2] += away * 0.03
+        gap = np.linalg.norm(hand[:, :2] - behind[:, :2], axis=1)
+        above = behind + np.where(gap > 0.04, 0.05, 0.0)[:, None] * np.array([0.0, 0.0, 1.0])
+        target = np.where((gap > 0.02)[:, None] & (not late), above, goal)
+    toward = np.clip((target - hand) * 30.0, -1.0, 1.0)
     noise = rng.uniform(-0.5, 0.5, toward.shape)
     grip = rng.uniform(-1.0, 1.0, (len(obs), 1))
+    if env_id != "Meta-World/reach-v3":
+        noise = rng.uniform(-0.1, 0.1, toward.shape)
+        grip = rng.uniform(-1.0, 1.1, (len(obs), 1))
     actions = np.concatenate([toward + noise, grip], axis=1)
-    wild = rng.random(len(obs)) < 0.2
+    wild = (rng.random(len(obs)) < 0.2) & (env_id == "Meta-World/reach-v3")
     actions[wild] *= 1.5
     return actions.astype(np.float32)
 
@@ -140,7 +158,7 @@ async def _follow_metaworld(env_id: str, steps: int, mode: str, *, seed: int,
         rng = np.random.default_rng(seed)
         successes = 0
         for t in range(steps):
-            actions = _policy(obs_by_env(batch), rng)
+            actions = _policy(env_id, obs_by_env(batch), rng, t % 500 >= 250)
             batch, expected = await step_in_mode(pool, ref, actions, mode,
                                                  trace and trace.ended)
             ended += _check_rows(batch, expected, f"step {t}", trace)

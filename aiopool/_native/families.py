@@ -446,7 +446,7 @@ def _prepare_metaworld(env_id: str, config: dict[str, Any]) -> dict[str, Any]:
 # gym.make("Meta-World/MT1", env_name="<task>-v3", seed=seed + i).
 METAWORLD = NativeFamily(
     name="metaworld", title="Meta-World", module="_metaworld",
-    ids=frozenset({"Meta-World/reach-v3"}),
+    ids=frozenset({"Meta-World/reach-v3", "Meta-World/push-v3"}),
     rejects_nan_actions=False, preload=_preload_metaworld,
     prepared=frozenset({"assets_dir"}), prepare=_prepare_metaworld)
 

@@ -1,5 +1,6 @@
 // `aiopool._native._metaworld`: Meta-World 3.1.1's v3 tasks, linked against libmujoco.so.3.17.0
 // from the mujoco==3.17.0 wheel; their models are read from the installed metaworld package.
+#include "envs/metaworld/push.h"
 #include "envs/metaworld/reach.h"
 #include "envs/mujoco/share_timer_hook.h"
 #include "module.h"

@@ -27,13 +27,7 @@ class Reach : public Sawyer {
   static EnvSpec spec(const Config&) { return make_spec(config()); }
 
   explicit Reach(const Config& c) : Sawyer(c, config()), obj_(body("obj")), obj_geom_(geom("objGeom")) {
-    redraw_ = &redraw;
-  }
-
-  // reset_model's loop: the puck's xy within 0.15 of the goal's.
-  static bool redraw(const double* v) {
-    const double gap[2] = {v[0] - v[3], v[1] - v[4]};
-    return np_norm(gap, 2) < 0.15;
+    redraw_ = &xy_within_015;
   }
 
   void reset(Rng& rng) {

@@ -106,14 +106,22 @@ inline std::array<double, 4> quat_from_matrix(const double* m) {
 
 // ---- metaworld.utils.reward_utils -------------------------------------------------------------
 
-// tolerance(x, bounds=(lower, upper), margin, sigmoid="long_tail") at value_at_margin 0.1.
+// `s ** 2` on a np.float64 scalar: numpy's scalar power calls libm's pow, which rounds some
+// squares otherwise than s * s does (and than np.square); the exponent is read at run time so
+// that the compiler cannot fold the call into s * s.
+inline double scalar_square(double s) {
+  static volatile double two = 2.0;
+  return std::pow(s, two);
+}
+
+// tolerance(x, bounds=(lower, upper), margin, sigmoid="long_tail") at value_at_margin 0.1; its
+// distance is a np.float64 scalar, squared with `**`.
 inline double tolerance_long_tail(double x, double lower, double upper, double margin) {
   const bool in_bounds = lower <= x && x <= upper;
   if (margin == 0) return in_bounds ? 1.0 : 0.0;
   const double d = (x < lower ? lower - x : x - upper) / margin;
   const double scale = std::sqrt(1 / 0.1 - 1);
-  const double s = d * scale;
-  return in_bounds ? 1.0 : 1 / (s * s + 1);
+  return in_bounds ? 1.0 : 1 / (scalar_square(d * scale) + 1);
 }
 
 // ---- the model --------------------------------------------------------------------------------
@@ -160,6 +168,13 @@ inline std::vector<Field> info_fields() {
                            "obj_to_target", "unscaled_reward"})
     f.push_back({name, DType::kFloat64, {}});
   return f;
+}
+
+// reach's, push's and pick-place's reset_model loop: the object's xy (v[0:2]) within 0.15 of the
+// goal's (v[3:5]) draws again.
+inline bool xy_within_015(const double* v) {
+  const double gap[2] = {v[0] - v[3], v[1] - v[4]};
+  return np_norm(gap, 2) < 0.15;
 }
 
 // ---- the env base -----------------------------------------------------------------------------
@@ -360,7 +375,7 @@ class Sawyer {
   std::string error_;
 
   // MT1's _make_tasks: 50 env.reset() calls, each running reset_model twice; a task is the
-  // second accepted draw. The task class's static `redraw(v)` is its rejection predicate.
+  // second accepted draw. `redraw_`, set by the task class, is its rejection predicate.
   void make_tasks(uint32_t seed);
 
   void set_mocap_quat() {
