@@ -19,6 +19,7 @@ from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import helpers
+import metaworld_reference
 import pytest
 import uvloop
 
@@ -27,6 +28,12 @@ from aiopool._render import headless_defaults
 # Off screen, the GL backend that renders headless (EGL), as aiopool chooses it: before a test
 # module imports dm_control, which picks its backend at its first import.
 headless_defaults()
+
+# metaworld 3.1.1, the Meta-World family's reference, which pins another MuJoCo than the test
+# extra's: installed without its dependencies into .pytest_cache where it is missing, and put on
+# sys.path before a test module loads aiopool's registry, whose Meta-World envs read their models
+# from it (tests/metaworld_reference.py).
+metaworld_reference.on_path()
 
 # The parity suites' ``trace`` fixture: recorded digests in the default tier, the live
 # references with the slow suites (tests/recorded.py).

@@ -47,7 +47,7 @@ RECORD_ENV = "AIOPOOL_RECORD_REFERENCES"  # set by tests/record_references.py
 # CPU-kernel matrix of tests/test_cpu_dispatch.py: other kernels give other rows, on both sides).
 LIVE_ENV = "AIOPOOL_LIVE_REFERENCES"
 REFERENCES = ("gymnasium", "mujoco", "dm-control", "ale-py", "box2d", "pygame-ce", "minigrid",
-              "numpy")
+              "metaworld", "scipy", "numpy")
 # Columns that hold a value only on the rows that end an episode.
 AT_EPISODE_END = ("final_obs", "final_info", "episode_return", "episode_length")
 

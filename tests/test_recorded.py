@@ -116,7 +116,7 @@ def test_the_default_tier_steps_every_registered_id_through_an_episode_end() -> 
         assert family is not None
         families.setdefault(family.name, set()).add(env_id)
     assert set(families) == {"classic_control", "toy_text", "box2d", "mujoco", "dmc", "atari",
-                             "minigrid", "procgen"}
+                             "minigrid", "procgen", "metaworld"}
     # Procgen's games are procgen's own library, equal by construction: its default tier steps
     # one id per distribution mode beside the live reference (test_parity_procgen.py's
     # DEFAULT, through level ends), the exhaustive tier every id; nothing is recorded.

@@ -1,7 +1,7 @@
 """The native env families: each one's extension module, its ids and what the rest asks of it.
 
 A family is one extension module in ``aiopool._native`` (``_core``, ``_toy_text``, ``_mujoco``,
-``_atari``, ``_box2d``, ``_dmc``, ``_procgen``) and its env headers in ``envs/<name>/``.
+``_atari``, ``_box2d``, ``_dmc``, ``_procgen``, ``_metaworld``) and its env headers in ``envs/<name>/``.
 registry.py loads the modules of ``FAMILIES`` in order and lists what each registers; the rest
 of aiopool asks a pool's ``EnvSpec`` (``spec.family``, ``spec.rejects_nan_actions``) or
 ``registry.family_of(env_id)``, never an id list.
@@ -12,6 +12,7 @@ here with its line in ``FAMILIES``, and its tests. Nothing else names families.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import importlib.metadata
@@ -469,5 +470,42 @@ PROCGEN = NativeFamily(
         "resource_root": "aiopool uses the assets of the wheel it fetched"})
 
 
+METAWORLD_VERSION = "3.1.1"  # metaworld, the reference: its models and tasks
+
+
+def _metaworld_assets() -> str:
+    """The installed metaworld's model directory, found without importing metaworld."""
+    found = None
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        found = importlib.metadata.version("metaworld")
+    spec = importlib.util.find_spec("metaworld")
+    if found != METAWORLD_VERSION or spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            f"aiopool's Meta-World envs read their models from metaworld=={METAWORLD_VERSION}, "
+            f"found {found or 'none'}: pip install --no-deps metaworld=={METAWORLD_VERSION} "
+            "(it pins mujoco==3.3.0; aiopool runs its tasks on mujoco==3.17.0)")
+    return os.path.join(spec.submodule_search_locations[0], "assets")
+
+
+def _preload_metaworld() -> None:
+    """MuJoCo as the _mujoco module needs it, and metaworld's models."""
+    _preload_mujoco()
+    _metaworld_assets()
+
+
+def _prepare_metaworld(env_id: str, config: dict[str, Any]) -> dict[str, Any]:
+    """The installed metaworld's model directory, from which each task loads its MJCF."""
+    return {**config, "assets_dir": _metaworld_assets()}
+
+
+# Meta-World's v3 tasks (metaworld_module.cc), ids "Meta-World/<task>-v3": env i equals
+# gym.make("Meta-World/MT1", env_name="<task>-v3", seed=seed + i).
+METAWORLD = NativeFamily(
+    name="metaworld", title="Meta-World", module="_metaworld",
+    ids=frozenset({"Meta-World/reach-v3", "Meta-World/push-v3"}),
+    rejects_nan_actions=False, preload=_preload_metaworld,
+    prepared=frozenset({"assets_dir"}), prepare=_prepare_metaworld)
+
+
 FAMILIES: tuple[NativeFamily, ...] = (CLASSIC_CONTROL, TOY_TEXT, MUJOCO, ATARI, BOX2D, DMC,
-                                      MINIGRID, PROCGEN)
+                                      MINIGRID, PROCGEN, METAWORLD)
