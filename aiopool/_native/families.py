@@ -1,10 +1,10 @@
 """The native env families: each one's extension module, its ids and what the rest asks of it.
 
 A family is one extension module in ``aiopool._native`` (``_core``, ``_toy_text``, ``_mujoco``,
-``_atari``, ``_box2d``, ``_dmc``, ``_procgen``, ``_metaworld``) and its env headers in ``envs/<name>/``.
-registry.py loads the modules of ``FAMILIES`` in order and lists what each registers; the rest
-of aiopool asks a pool's ``EnvSpec`` (``spec.family``, ``spec.rejects_nan_actions``) or
-``registry.family_of(env_id)``, never an id list.
+``_atari``, ``_box2d``, ``_dmc``, ``_minigrid``, ``_procgen``, ``_metaworld``) and its env
+headers in ``envs/<name>/``. registry.py loads the modules of ``FAMILIES`` in order and lists
+what each registers; the rest of aiopool asks a pool's ``EnvSpec`` (``spec.family``,
+``spec.rejects_nan_actions``) or ``registry.family_of(env_id)``, never an id list.
 
 Adding a family: its headers, its ``<name>_module.cc`` and CMake target, a ``NativeFamily``
 here with its line in ``FAMILIES``, and its tests. Nothing else names families.
