@@ -379,12 +379,8 @@ class Pool:
         """``recv``'s ladder after its first rung (``tried``: nobody was parked and no batch
         was ready; else parked receivers are served first, then a ready batch taken)."""
         try:
-            waiting, batch = 0, None
-            if not tried:
-                waiting = self._doorbell.serve()
-                batch = None if waiting else self._take_held(holder)
-            if batch is None:
-                batch = self._after_first_rung(waiting, timeout, holder)
+            batch = (self._after_first_rung(0, timeout, holder) if tried
+                     else self._take_in_turn(timeout, holder))
         except EnvError as e:
             self._hand_out(e.batch, holder)
             raise
